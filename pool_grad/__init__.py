@@ -1,0 +1,32 @@
+"""pool_grad: input gradients of the Ascend CANN aclnn pooling operators on the CPU.
+
+Three layers over one planned-kernel machinery:
+  functions  avg_pool2d_backward, adaptive_avg_pool3d_backward, adaptive_max_pool2d_backward
+  objects    AvgPool2dBackward, AdaptiveAvgPool3dBackward, AdaptiveMaxPool2dBackward
+             (validate and plan at construction; .workspace_size; .execute())
+  aclnn      pool_grad.aclnn.aclnn*GetWorkspaceSize / aclnn* with the C argument order
+plus the forward companions avg_pool2d, adaptive_avg_pool3d, adaptive_max_pool2d.
+"""
+from ._errors import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS,
+                      ALLOW_FP32_DOWN_PRECISION, KEEP_DTYPE, USE_FP16, USE_HF32, AclnnError,
+                      ParamInvalidError, ParamNullptrError)
+from ._stream import Stream
+from ._threads import get_num_threads, set_num_threads
+from ._config import show_config
+from .forward import adaptive_avg_pool3d, adaptive_max_pool2d, avg_pool2d
+from .functions import (adaptive_avg_pool3d_backward, adaptive_max_pool2d_backward,
+                        avg_pool2d_backward)
+from .ops import AdaptiveAvgPool3dBackward, AdaptiveMaxPool2dBackward, AvgPool2dBackward
+from . import aclnn
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "avg_pool2d_backward", "adaptive_avg_pool3d_backward", "adaptive_max_pool2d_backward",
+    "AvgPool2dBackward", "AdaptiveAvgPool3dBackward", "AdaptiveMaxPool2dBackward",
+    "avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool2d",
+    "Stream", "set_num_threads", "get_num_threads", "show_config", "aclnn",
+    "AclnnError", "ParamNullptrError", "ParamInvalidError",
+    "ACLNN_SUCCESS", "ACLNN_ERR_PARAM_NULLPTR", "ACLNN_ERR_PARAM_INVALID",
+    "KEEP_DTYPE", "ALLOW_FP32_DOWN_PRECISION", "USE_FP16", "USE_HF32",
+]

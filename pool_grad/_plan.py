@@ -1,0 +1,171 @@
+"""Planning, shared by all operators: per-axis window tables, the 6-D strided views the
+kernels walk, and the blocking of the work into items.
+
+Every operator here pools over up to three spatial axes (D, H, W; a 2-D operator has
+D = 1).  Along one axis a pooling is fully described by, for each output index o, the
+clipped input window [start[o], end[o]) and a divisor factor; the divisor of a window is
+the product of its axes' factors (or divisor_override), which is what makes the average
+gradients separable.  For the gather form of a gradient, each input index i also needs the
+range [lo[i], hi[i]) of output indices whose windows hold it.
+"""
+import math
+
+import numpy as np
+
+from ._errors import invalid
+from ._validate import BFLOAT16
+
+# storage kinds, as pyx/_kernels.pyx numbers them
+KINDS = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.float16): 2,
+         BFLOAT16: 3}
+
+# per-thread scratch a work item may use for its expanded rows (elements); sized to stay
+# in a core's L2 cache
+SCRATCH_ELEMS = 1 << 17
+# a parallel call wants at least this many work items to balance threads
+MIN_ITEMS = 64
+
+
+# ---------------------------------------------------------------- shape arithmetic
+
+def avg_output_size(in_size, k, s, p, ceil_mode):
+    """Output length of average pooling along one axis (SPEC section 1.1)."""
+    out = (in_size + 2 * p - k + ((s - 1) if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= in_size + p:
+        out -= 1
+    return out
+
+
+def avg_output_sizes(in_hw, k, s, p, ceil_mode):
+    """(H_out, W_out) of average pooling, checked to be >= 1 where the input is not empty."""
+    outs = []
+    for axis in range(2):
+        out = avg_output_size(in_hw[axis], k[axis], s[axis], p[axis], ceil_mode)
+        if in_hw[axis] == 0:
+            out = max(out, 0)  # zero-size input: nothing to pool, no size rule
+        elif out < 1:
+            raise invalid("kernel_size", f"gives an output size < 1 along "
+                          f"{'HW'[axis]} (input {in_hw[axis]}, kernel {k[axis]}, "
+                          f"stride {s[axis]}, padding {p[axis]})", out)
+        outs.append(out)
+    return tuple(outs)
+
+
+def avg_windows(in_size, out, k, s, p, count_include_pad):
+    """Clipped windows and divisor factors of average pooling along one axis."""
+    o = np.arange(out, dtype=np.int64)
+    start = o * s - p
+    end = np.minimum(start + k, in_size + p)
+    pool = end - start
+    start = np.maximum(start, 0)
+    end = np.minimum(end, in_size)
+    factor = pool if count_include_pad else end - start
+    return start, end, factor
+
+
+def adaptive_windows(in_size, out):
+    """Adaptive windows along one axis: [floor(o*in/out), ceil((o+1)*in/out))."""
+    o = np.arange(out, dtype=np.int64)
+    start = (o * in_size) // out
+    end = ((o + 1) * in_size + out - 1) // out
+    return start, end, end - start
+
+
+def cover(start, end, in_size):
+    """For each input index i, the output indices [lo, hi) whose window holds i.
+
+    Window starts and ends never decrease with o (true of every pooling here), so the
+    windows holding i are those with start <= i (the first hi of them) less those with
+    end <= i (the first lo)."""
+    i = np.arange(in_size, dtype=np.int64)
+    lo = np.searchsorted(end, i, side="right").astype(np.int64)
+    hi = np.searchsorted(start, i, side="right").astype(np.int64)
+    return lo, np.maximum(hi, lo)
+
+
+# ---------------------------------------------------------------- layout
+
+def storage_view(arr):
+    """The array as the kernels see it: 16-bit floats as their uint16 bits (zero-copy)."""
+    if arr.dtype.itemsize == 2:
+        return arr.view(np.uint16)
+    return arr
+
+
+def to6(arr, n_spatial):
+    """(N, C, D, H, W, 1) view of a (C, *sp) or (N, C, *sp) array, without copying."""
+    if arr.ndim == n_spatial + 1:
+        arr = arr[None]
+    if n_spatial == 2:
+        arr = arr[:, :, None]
+    return arr[..., None]
+
+
+def channels_last(arr6):
+    """True when C is the innermost axis in memory (NHWC / NDHWC), so the kernels should
+    walk C as their contiguous lane axis."""
+    n, c, d, h, w, _ = arr6.shape
+    if c <= 1:
+        return False
+    sc = abs(arr6.strides[1])
+    return all(sc < abs(st) for size, st in zip((d, h, w), arr6.strides[2:5]) if size > 1)
+
+
+def lanes(arr6):
+    """(N, 1, D, H, W, C) view of a (N, C, D, H, W, 1) view: C becomes the lane axis."""
+    return np.moveaxis(arr6[..., 0], 1, -1)[:, None]
+
+
+def views6(arrays, n_spatial, out_index):
+    """6-D views of all arrays of a call, in the lane layout when the output is
+    channels-last; returns (views, lanes_used)."""
+    v = [to6(storage_view(a), n_spatial) for a in arrays]
+    use_lanes = channels_last(v[out_index])
+    if use_lanes:
+        v = [lanes(a) for a in v]
+    return v, use_lanes
+
+
+# ---------------------------------------------------------------- blocking
+
+def _ceil_half(n):
+    return (n + 1) // 2
+
+
+def _max_span(lo, hi, size, block):
+    """Largest number of output indices that one block of input indices touches."""
+    starts = np.arange(0, size, block)
+    ends = np.minimum(starts + block, size) - 1
+    return int(np.max(hi[ends] - lo[starts])) if size else 0
+
+
+def gather_blocks(dcov, hcov, D, H, row_len, planes, n_cpu):
+    """Block sizes (bd, bh) for the separable gather and the E rows a block needs.
+
+    Blocks are as large as the scratch budget allows (E rows recomputed at block edges
+    are the only redundancy), then H blocks are split until there are enough items to
+    balance the threads."""
+    bd, bh = D, H
+
+    def rows(bd, bh):
+        return _max_span(*dcov, D, bd) * _max_span(*hcov, H, bh)
+
+    while rows(bd, bh) * row_len > SCRATCH_ELEMS and (bd > 1 or bh > 1):
+        if bd > 1:
+            bd = _ceil_half(bd)
+        else:
+            bh = _ceil_half(bh)
+    want = max(MIN_ITEMS, 4 * n_cpu)
+    while planes * math.ceil(D / bd) * math.ceil(H / bh) < want and bh > 1:
+        bh = _ceil_half(bh)
+    return bd, bh, rows(bd, bh)
+
+
+def scatter_blocks(H, row_len, planes, n_cpu):
+    """Rows per block of the max-pool scatter (each block re-reads its plane's indices,
+    so blocks are split only for the scratch budget or to balance threads)."""
+    bh = max(1, min(H, SCRATCH_ELEMS // max(row_len, 1)))
+    want = max(MIN_ITEMS, 4 * n_cpu)
+    while planes * math.ceil(H / bh) < want and bh > 1 and bh * row_len > 4096:
+        bh = _ceil_half(bh)
+    return bh

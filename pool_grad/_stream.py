@@ -1,0 +1,49 @@
+"""Stream: an in-order queue of executes on one worker thread (aclnn's aclrtStream)."""
+import queue
+import threading
+
+
+class Stream:
+    """Work submitted with ``op.execute(stream=s)`` runs on this stream's worker thread in
+    submission order; ``synchronize()`` waits for all of it and re-raises the first error
+    (once).  A failing job does not stop later ones."""
+
+    def __init__(self):
+        self._jobs = queue.Queue()
+        self._errors = []
+        self._lock = threading.Lock()
+        self._worker = None
+
+    def _submit(self, job):
+        with self._lock:
+            if self._worker is None or not self._worker.is_alive():
+                self._worker = threading.Thread(target=self._loop, name="pool_grad-stream",
+                                                daemon=True)
+                self._worker.start()
+        self._jobs.put(job)
+
+    def _loop(self):
+        while True:
+            job = self._jobs.get()
+            try:
+                job()
+            except BaseException as exc:  # kept for synchronize, never lost
+                with self._lock:
+                    self._errors.append(exc)
+            finally:
+                self._jobs.task_done()
+
+    def synchronize(self):
+        """Wait until every submitted job has run; raise the first error since the last
+        synchronize, if any."""
+        done = threading.Event()
+        self._submit(done.set)
+        while not done.wait(0.05):  # a timed wait keeps Ctrl-C deliverable
+            pass
+        with self._lock:
+            errors, self._errors = self._errors, []
+        if errors:
+            raise errors[0]
+
+    def __repr__(self):
+        return f"<pool_grad.Stream pending={self._jobs.unfinished_tasks}>"

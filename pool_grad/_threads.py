@@ -1,0 +1,62 @@
+"""Every threading decision of pool_grad: how many threads a call may use, and how many
+it is worth giving it.
+
+The kernels are bitwise deterministic for any thread count, so this module only trades
+speed: a parallel region costs a few microseconds to open, which a small call never earns
+back, so the count is capped by the work size (bytes moved) as PyTorch's grain size does.
+"""
+import os
+
+from . import _kernels
+from ._errors import invalid
+
+_user_threads = None
+
+# Bytes of memory traffic below which a second thread does not pay for itself; each
+# further thread needs as much again.  Measured with benchmarks/bench.py (see RESULTS.md).
+GRAIN_BYTES = 1 << 18
+
+
+def _cpu_count():
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def set_num_threads(n):
+    """Set the default number of threads of every pool_grad call (None: back to the
+    OpenMP runtime's default, i.e. OMP_NUM_THREADS or all cores)."""
+    global _user_threads
+    _user_threads = None if n is None else _check_positive(n, "n_threads")
+
+
+def get_num_threads():
+    """The number of threads a large call uses when n_threads is None."""
+    if _user_threads is not None:
+        return _user_threads
+    # omp_get_max_threads follows OMP_NUM_THREADS and threadpoolctl's limits at call time
+    return max(1, min(_kernels.omp_max_threads(), _cpu_count()))
+
+
+def _check_positive(n, name):
+    if isinstance(n, bool) or not isinstance(n, int) and not hasattr(n, "__index__"):
+        raise invalid(name, "must be None or a positive integer", repr(n))
+    n = int(n.__index__()) if not isinstance(n, int) else n
+    if n < 1:
+        raise invalid(name, "must be None or a positive integer", n)
+    return n
+
+
+def requested(n_threads):
+    """The thread budget of a call: n_threads, or the library default."""
+    if n_threads is None:
+        return get_num_threads()
+    return _check_positive(n_threads, "n_threads")
+
+
+def for_work(budget, nbytes, n_items):
+    """Threads worth using for ``nbytes`` of traffic split into ``n_items`` work items."""
+    if budget <= 1:
+        return 1
+    return int(max(1, min(budget, n_items, nbytes // GRAIN_BYTES)))

@@ -1,0 +1,183 @@
+"""The three operators as two-phase objects (aclnn's GetWorkspaceSize, then execute).
+
+Each constructor validates (pool_grad._validate), plans (pool_grad._plan) and hands a
+planned kernel to pool_grad._execute.Operator.  The average-pool gradients share one
+kernel (a separable gather); the max-pool gradient is a scatter.
+"""
+import numpy as np
+
+from . import _kernels, _plan, _threads
+from . import _validate as v
+from ._errors import (ALLOW_FP32_DOWN_PRECISION, KEEP_DTYPE, USE_FP16, USE_HF32, invalid)
+from ._execute import Operator
+
+_ROUND_NONE, _ROUND_HF32, _ROUND_FP16 = 0, 1, 2
+
+
+def _acc_dtype(dtype):
+    return np.float64 if dtype == np.float64 else np.float32
+
+
+def _common_arrays(grad_output, x, grad_input, ranks, go_name, x_name, gi_name):
+    """Shared checks of (grad_output, x, grad_input): presence, dtypes, ranks, shapes."""
+    v.not_none(grad_output, go_name)
+    v.not_none(x, x_name)
+    v.not_none(grad_input, gi_name)
+    go = v.as_input(grad_output, go_name)
+    dt = v.float_dtype(go, go_name)
+    xs, xdt = v.x_shape(x, go, x_name)
+    gi = v.as_output(grad_input, gi_name)
+    v.same_dtype(dt, xdt, x_name, go_name)
+    v.same_dtype(dt, v.float_dtype(gi, gi_name), gi_name, go_name)
+    v.rank(xs, ranks, x_name)
+    v.rank(go.shape, ranks, go_name)
+    if go.ndim != len(xs):
+        raise invalid(go_name, f"must have the same rank as {x_name} ({len(xs)})",
+                      f"{go.ndim}-D shape {go.shape}")
+    if gi.shape != xs:
+        raise invalid(gi_name, f"shape must equal {x_name}'s shape {xs}", gi.shape)
+    return go, xs, gi, dt
+
+
+def _gather_kernel(go, gi, n_spatial, windows, weights, scale_w, rnd):
+    """Plan the separable average-pool gradient from per-axis (start, end) windows."""
+    (go6, gi6), _ = _plan.views6([go, gi], n_spatial, out_index=1)
+    n, c, d, h, w, lanes = gi6.shape
+    covs = [_plan.cover(s, e, size) for (s, e), size in zip(windows, (d, h, w))]
+    bd, bh, rows = _plan.gather_blocks(covs[0], covs[1], d, h, w * lanes, n * c,
+                                       _threads._cpu_count())
+    acc = _acc_dtype(go.dtype)
+    tables = tuple(t for cv in covs for t in cv)
+    wts = tuple(np.ascontiguousarray(x, dtype=acc) for x in weights)
+    return _kernels.AvgGatherKernel(go6, gi6, _plan.KINDS[go.dtype], rnd, tables, wts,
+                                    bd, bh, rows, scale_w)
+
+
+class AvgPool2dBackward(Operator):
+    """aclnnAvgPool2dBackward: plan at construction, ``execute()`` fills grad_input.
+
+    Parameters follow the aclnn order (SPEC section 2.2); ``x`` is the forward input
+    ("self"), of which only the shape and dtype are used."""
+
+    def __init__(self, grad_output, x, kernel_size, stride, padding, ceil_mode=False,
+                 count_include_pad=True, divisor_override=0, cube_math_type=KEEP_DTYPE,
+                 grad_input=None):
+        v.not_none(kernel_size, "kernel_size")
+        v.not_none(padding, "padding")
+        go, xs, gi, dt = _common_arrays(grad_output, x, grad_input, (3, 4),
+                                        "grad_output", "x", "grad_input")
+        k, s, p, ceil_mode, count_include_pad, override = v.avg_params(
+            kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+        cube = v.int_param(cube_math_type, "cube_math_type")
+        if cube not in (KEEP_DTYPE, ALLOW_FP32_DOWN_PRECISION, USE_FP16, USE_HF32):
+            raise invalid("cube_math_type", "must be 0 (KEEP_DTYPE), "
+                          "1 (ALLOW_FP32_DOWN_PRECISION), 2 (USE_FP16) or 3 (USE_HF32)", cube)
+        if cube == USE_FP16 and dt == v.BFLOAT16:
+            raise invalid("cube_math_type", "USE_FP16 (2) is not supported for bfloat16",
+                          cube)
+        if cube == USE_HF32 and dt != np.float32:
+            raise invalid("cube_math_type", "USE_HF32 (3) needs float32 data", f"{cube} "
+                          f"with {dt}")
+        rnd = _ROUND_NONE
+        if dt == np.float32:
+            rnd = {ALLOW_FP32_DOWN_PRECISION: _ROUND_HF32, USE_HF32: _ROUND_HF32,
+                   USE_FP16: _ROUND_FP16}.get(cube, _ROUND_NONE)
+
+        in_hw = xs[-2:]
+        outs = _plan.avg_output_sizes(in_hw, k, s, p, ceil_mode)
+        if go.shape[-2:] != tuple(outs):
+            raise invalid("grad_output", f"spatial size must equal the forward output size "
+                          f"{tuple(outs)}", go.shape[-2:])
+        v.n_c_match(go.shape, xs, 2, "grad_output")
+        v.check_no_overlap(gi, go, "grad_input", "grad_output")
+
+        self.grad_output, self.grad_input = go, gi
+        self.kernel_size, self.stride, self.padding = k, s, p
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override, self.cube_math_type = override, cube
+        kernel = None
+        if go.size and gi.size:
+            hs, he, hf = _plan.avg_windows(in_hw[0], outs[0], k[0], s[0], p[0],
+                                           count_include_pad)
+            ws, we, wf = _plan.avg_windows(in_hw[1], outs[1], k[1], s[1], p[1],
+                                           count_include_pad)
+            one = np.zeros(1, np.int64), np.ones(1, np.int64)
+            if override:
+                weights = ([1.0 / override], np.ones(outs[0]), np.ones(outs[1]))
+            else:
+                weights = ([1.0], 1.0 / hf, 1.0 / wf)
+            kernel = _gather_kernel(go, gi, 2, [one, (hs, he), (ws, we)], weights,
+                                    not override, rnd)
+        self._planned(kernel, _acc_dtype(dt), go.nbytes + gi.nbytes)
+
+
+class AdaptiveAvgPool3dBackward(Operator):
+    """aclnnAdaptiveAvgPool3dBackward: plan at construction, ``execute()`` fills
+    grad_input (``out`` in aclnn's naming)."""
+
+    def __init__(self, grad_output, x, grad_input):
+        go, xs, gi, dt = _common_arrays(grad_output, x, grad_input, (4, 5),
+                                        "grad_output", "x", "grad_input")
+        for name, shape in (("x", xs), ("grad_output", go.shape)):
+            if 0 in shape:
+                raise invalid(name, "must not have a zero-size dimension", shape)
+        v.n_c_match(go.shape, xs, 3, "grad_output")
+        v.check_no_overlap(gi, go, "grad_input", "grad_output")
+        self.grad_output, self.grad_input = go, gi
+        windows, weights = [], []
+        for size, out in zip(xs[-3:], go.shape[-3:]):
+            s, e, f = _plan.adaptive_windows(size, out)
+            windows.append((s, e))
+            weights.append(1.0 / f)
+        kernel = _gather_kernel(go, gi, 3, windows, weights, True, _ROUND_NONE)
+        self._planned(kernel, _acc_dtype(dt), go.nbytes + gi.nbytes)
+
+
+class AdaptiveMaxPool2dBackward(Operator):
+    """aclnnAdaptiveMaxPool2dBackward: scatter of grad_output to the forward's argmax
+    ``indices``.  Indices are checked by ``execute`` before anything is written."""
+
+    def __init__(self, grad_output, x, indices, grad_input):
+        v.not_none(indices, "indices")
+        go, xs, gi, dt = _common_arrays(grad_output, x, grad_input, (3, 4),
+                                        "grad_output", "x", "grad_input")
+        ind = v.as_input(indices, "indices")
+        v.index_dtype(ind, "indices")
+        if ind.shape != go.shape:
+            raise invalid("indices", f"shape must equal grad_output's shape {go.shape}",
+                          ind.shape)
+        v.n_c_match(go.shape, xs, 2, "grad_output")
+        h, w = xs[-2:]
+        if h * w > 2**31 - 1:
+            raise invalid("x", "H*W must be at most 2**31-1 (the device indexes in int32)",
+                          f"{h}*{w} = {h * w}")
+        v.check_no_overlap(gi, go, "grad_input", "grad_output")
+        v.check_no_overlap(gi, ind, "grad_input", "indices")
+        self.grad_output, self.indices, self.grad_input = go, ind, gi
+        self._plane = h * w
+        kernel = None
+        if go.size and gi.size:
+            (go6, ind6, gi6), _ = _plan.views6([go, ind, gi], 2, out_index=2)
+            n, c, _, hh, ww, lanes = gi6.shape
+            bh = _plan.scatter_blocks(hh, ww * lanes, n * c, _threads._cpu_count())
+            kernel = _kernels.MaxScatterKernel(go6, ind6, gi6, _plan.KINDS[dt], bh)
+        elif go.size and not gi.size:
+            # a zero-size plane with grad_output values: every index is out of range
+            self._plane = 0
+        self._planned(kernel, _acc_dtype(dt), go.nbytes + gi.nbytes + ind.nbytes)
+
+    def _run(self, scratch, nt):
+        if self._kernel is None and self.grad_output.size:
+            self._raise_bad_index()
+        super()._run(scratch, nt)
+
+    def _check_values(self, nt):
+        if self._kernel.count_bad_indices(nt):
+            self._raise_bad_index()
+
+    def _raise_bad_index(self):
+        ind = self.indices
+        bad = np.argwhere((ind < 0) | (ind >= self._plane))[0]
+        raise invalid("indices", f"must lie in [0, H*W) = [0, {self._plane}) (a flat "
+                      f"position in its own (n, c) plane)",
+                      f"{ind[tuple(bad)]} at position {tuple(int(b) for b in bad)}")

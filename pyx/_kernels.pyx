@@ -1,0 +1,715 @@
+# Pooling-gradient kernels of pool_grad.
+#
+# Every array reaches these kernels as a 6-D strided view (N, C, D, H, W, L), built by
+# pool_grad/_layout.py without copying: 2-D operators have D = 1; in the channels-last
+# layout C moves to the innermost "lane" axis L (and the C axis has size 1), so the loops
+# below always walk rows of W*L elements whose innermost axis is the contiguous one.
+#
+# Determinism: each element of grad_input is produced by exactly one work item, and the
+# order in which its terms are added depends only on the window tables, never on the thread
+# count or on which thread runs the item.  No atomics, no reductions across threads.
+
+from cython.parallel cimport prange, parallel, threadid
+from libc.stdint cimport uint16_t, int32_t, int64_t, uint64_t
+from libc.string cimport memset
+from libc.math cimport INFINITY
+
+cdef extern from "pg_half.h" nogil:
+    float pg_f16_to_f32(uint16_t h)
+    uint16_t pg_f32_to_f16(float f)
+    float pg_bf16_to_f32(uint16_t h)
+    uint16_t pg_f32_to_bf16(float f)
+    float pg_round_hf32(float f)
+    float pg_round_fp16(float f)
+
+cdef extern from "pg_omp.h" nogil:
+    int pg_omp_max_threads()
+    int PG_OPENMP
+    int PG_OPENMP_VERSION
+
+ctypedef fused store_t:
+    float
+    double
+    uint16_t
+
+ctypedef fused acc_t:
+    float
+    double
+
+ctypedef fused idx_t:
+    int32_t
+    int64_t
+
+# storage kinds (the Python layer passes the same numbers)
+cdef enum:
+    K_F32 = 0
+    K_F64 = 1
+    K_F16 = 2
+    K_BF16 = 3
+
+# cube_math_type roundings applied to grad_output on load (float32 storage only)
+cdef enum:
+    R_NONE = 0
+    R_HF32 = 1
+    R_FP16 = 2
+
+OPENMP_ENABLED = bool(PG_OPENMP)
+OPENMP_VERSION = PG_OPENMP_VERSION
+
+
+def omp_max_threads():
+    """What the OpenMP runtime would give a parallel region now (1 without OpenMP)."""
+    return pg_omp_max_threads()
+
+
+# --------------------------------------------------------------------------------------
+# strided rows <-> contiguous accumulation buffers
+# --------------------------------------------------------------------------------------
+
+cdef inline void _load_block(const store_t* src, Py_ssize_t so, Py_ssize_t si,
+                             Py_ssize_t no, Py_ssize_t ni, acc_t* dst,
+                             int kind, int rnd) noexcept nogil:
+    """dst[o*ni + i] = value(src[o*so + i*si]) with dtype widening and cube rounding."""
+    cdef Py_ssize_t o, i
+    cdef const store_t* s
+    cdef acc_t* d
+    for o in range(no):
+        s = src + o * so
+        d = dst + o * ni
+        if store_t is uint16_t:
+            if kind == K_F16:
+                for i in range(ni):
+                    d[i] = pg_f16_to_f32(s[i * si])
+            else:
+                for i in range(ni):
+                    d[i] = pg_bf16_to_f32(s[i * si])
+        elif store_t is float:
+            if rnd == R_HF32:
+                for i in range(ni):
+                    d[i] = pg_round_hf32(s[i * si])
+            elif rnd == R_FP16:
+                for i in range(ni):
+                    d[i] = pg_round_fp16(s[i * si])
+            elif si == 1:
+                for i in range(ni):
+                    d[i] = s[i]
+            else:
+                for i in range(ni):
+                    d[i] = s[i * si]
+        else:
+            if si == 1:
+                for i in range(ni):
+                    d[i] = <acc_t>s[i]
+            else:
+                for i in range(ni):
+                    d[i] = <acc_t>s[i * si]
+
+
+cdef inline void _store_block(const acc_t* src, store_t* dst, Py_ssize_t so, Py_ssize_t si,
+                              Py_ssize_t no, Py_ssize_t ni, int kind) noexcept nogil:
+    """dst[o*so + i*si] = round(src[o*ni + i]): the single rounding of a 16-bit result."""
+    cdef Py_ssize_t o, i
+    cdef const acc_t* s
+    cdef store_t* d
+    for o in range(no):
+        s = src + o * ni
+        d = dst + o * so
+        if store_t is uint16_t:
+            if kind == K_F16:
+                for i in range(ni):
+                    d[i * si] = pg_f32_to_f16(<float>s[i])
+            else:
+                for i in range(ni):
+                    d[i * si] = pg_f32_to_bf16(<float>s[i])
+        elif si == 1:
+            for i in range(ni):
+                d[i] = <store_t>s[i]
+        else:
+            for i in range(ni):
+                d[i * si] = <store_t>s[i]
+
+
+# --------------------------------------------------------------------------------------
+# separable average-pool gradient (AvgPool2dBackward, AdaptiveAvgPool3dBackward)
+# --------------------------------------------------------------------------------------
+#
+# grad_input[d, h, w] = sum_{od in cov_d(d)} sum_{oh in cov_h(h)} wd[od] * wh[oh]
+#                       * sum_{ow in cov_w(w)} ww[ow] * grad_output[od, oh, ow]
+#
+# cov_x(i) = [lo[i], hi[i]) is the range of output indices whose window holds input index i
+# (built at planning).  A work item is one (n, c) plane (or one n in channels-last), one block
+# of D rows and one block of H rows.  It first expands each grad_output row it needs to the
+# input width ("E rows": the sum over ow), then forms every grad_input row of its block as
+# the weighted sum of the few E rows that cover it, and stores it once.
+
+cdef struct Gather:
+    Py_ssize_t N, C, D, H, W, L
+    Py_ssize_t Wo
+    Py_ssize_t bd, bh, nbd, nbh
+    Py_ssize_t gs[6]
+    Py_ssize_t xs[6]
+    const int64_t* dlo
+    const int64_t* dhi
+    const int64_t* hlo
+    const int64_t* hhi
+    const int64_t* wlo
+    const int64_t* whi
+    int scale_w
+    int kind
+    int rnd
+
+
+cdef void _expand_w(const acc_t* grow, acc_t* erow, const int64_t* lo, const int64_t* hi,
+                    Py_ssize_t W, Py_ssize_t L) noexcept nogil:
+    """erow[w] = sum over ow in [lo[w], hi[w]) of grow[ow], added in increasing ow."""
+    cdef Py_ssize_t iw, ow, l, a, b
+    cdef acc_t s
+    cdef const acc_t* src
+    cdef acc_t* dst
+    if L == 1:
+        for iw in range(W):
+            a = lo[iw]
+            b = hi[iw]
+            if a >= b:
+                erow[iw] = 0
+            else:
+                s = grow[a]
+                for ow in range(a + 1, b):
+                    s = s + grow[ow]
+                erow[iw] = s
+        return
+    for iw in range(W):
+        a = lo[iw]
+        b = hi[iw]
+        dst = erow + iw * L
+        if a >= b:
+            for l in range(L):
+                dst[l] = 0
+            continue
+        src = grow + a * L
+        for l in range(L):
+            dst[l] = src[l]
+        for ow in range(a + 1, b):
+            src = grow + ow * L
+            for l in range(L):
+                dst[l] = dst[l] + src[l]
+
+
+cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
+                       const acc_t* wd, const acc_t* wh, const acc_t* ww,
+                       acc_t* buf, Py_ssize_t item) noexcept nogil:
+    cdef Py_ssize_t W = g.W, L = g.L, Wo = g.Wo
+    cdef Py_ssize_t rl = W * L
+    cdef Py_ssize_t bh_i = item % g.nbh
+    cdef Py_ssize_t t = item // g.nbh
+    cdef Py_ssize_t bd_i = t % g.nbd
+    t = t // g.nbd
+    cdef Py_ssize_t c = t % g.C
+    cdef Py_ssize_t n = t // g.C
+    cdef Py_ssize_t d0 = bd_i * g.bd
+    cdef Py_ssize_t d1 = min(d0 + g.bd, g.D)
+    cdef Py_ssize_t h0 = bh_i * g.bh
+    cdef Py_ssize_t h1 = min(h0 + g.bh, g.H)
+    cdef Py_ssize_t od0 = g.dlo[d0], od1 = g.dhi[d1 - 1]
+    cdef Py_ssize_t oh0 = g.hlo[h0], oh1 = g.hhi[h1 - 1]
+    cdef Py_ssize_t noh = oh1 - oh0 if oh1 > oh0 else 0
+    cdef acc_t* grow = buf
+    cdef acc_t* acc = buf + Wo * L
+    cdef acc_t* E = acc + rl
+    cdef acc_t* src
+    cdef acc_t wgt, s
+    cdef Py_ssize_t od, oh, ow, l, j, idd, ih, a, b, p, q
+    cdef int first
+    cdef const store_t* gbase = go + n * g.gs[0] + c * g.gs[1]
+    cdef store_t* xbase = gi + n * g.xs[0] + c * g.xs[1]
+    # grad_output rows -> E rows (each row scaled by ww per output column, then expanded)
+    for od in range(od0, od1):
+        for oh in range(oh0, oh1):
+            if L == 1:
+                _load_block(gbase + od * g.gs[2] + oh * g.gs[3], 0, g.gs[4], 1, Wo,
+                            grow, g.kind, g.rnd)
+            else:
+                _load_block(gbase + od * g.gs[2] + oh * g.gs[3], g.gs[4], g.gs[5], Wo, L,
+                            grow, g.kind, g.rnd)
+            if g.scale_w:
+                for ow in range(Wo):
+                    s = ww[ow]
+                    for l in range(L):
+                        grow[ow * L + l] = grow[ow * L + l] * s
+            _expand_w(grow, E + ((od - od0) * noh + (oh - oh0)) * rl, g.wlo, g.whi, W, L)
+    # grad_input rows: weighted sums of the E rows that cover them, stored once
+    for idd in range(d0, d1):
+        for ih in range(h0, h1):
+            a = g.dlo[idd]
+            b = g.dhi[idd]
+            p = g.hlo[ih]
+            q = g.hhi[ih]
+            first = 1
+            for od in range(a, b):
+                for oh in range(p, q):
+                    wgt = wd[od] * wh[oh]
+                    src = E + ((od - od0) * noh + (oh - oh0)) * rl
+                    if first:
+                        for j in range(rl):
+                            acc[j] = wgt * src[j]
+                        first = 0
+                    else:
+                        for j in range(rl):
+                            acc[j] = acc[j] + wgt * src[j]
+            if first:
+                memset(acc, 0, rl * sizeof(acc_t))
+            if L == 1:
+                _store_block(acc, xbase + idd * g.xs[2] + ih * g.xs[3], 0, g.xs[4], 1, W,
+                             g.kind)
+            else:
+                _store_block(acc, xbase + idd * g.xs[2] + ih * g.xs[3], g.xs[4], g.xs[5],
+                             W, L, g.kind)
+
+
+cdef void _gather_run(const store_t* go, store_t* gi, const Gather* g,
+                      const acc_t* wd, const acc_t* wh, const acc_t* ww,
+                      acc_t* scratch, Py_ssize_t per_thread, int nt) noexcept nogil:
+    cdef Py_ssize_t n_items = g.N * g.C * g.nbd * g.nbh
+    cdef Py_ssize_t item
+    cdef acc_t* buf = scratch
+    with parallel(num_threads=nt, use_threads_if=nt > 1):
+        buf = scratch + threadid() * per_thread
+        for item in prange(n_items, schedule='static'):
+            _gather_item(go, gi, g, wd, wh, ww, buf, item)
+
+
+cdef inline void _fill_strides(Py_ssize_t* dst, arr):
+    cdef Py_ssize_t k, item = arr.itemsize
+    for k in range(6):
+        dst[k] = arr.strides[k] // item
+
+
+cdef class AvgGatherKernel:
+    """A planned average-pool gradient: the tables, blocks and typed views of one call.
+
+    Built once at planning; ``run`` does no Python-level allocation of arrays and takes
+    its per-thread scratch from the caller's workspace.
+    """
+    cdef Gather g
+    cdef object _keep
+    cdef const float[:, :, :, :, :, :] go_f
+    cdef float[:, :, :, :, :, :] gi_f
+    cdef const double[:, :, :, :, :, :] go_d
+    cdef double[:, :, :, :, :, :] gi_d
+    cdef const uint16_t[:, :, :, :, :, :] go_h
+    cdef uint16_t[:, :, :, :, :, :] gi_h
+    cdef const float[::1] wd_f, wh_f, ww_f
+    cdef const double[::1] wd_d, wh_d, ww_d
+    cdef readonly Py_ssize_t scratch_elems
+    cdef readonly Py_ssize_t n_items
+
+    def __init__(self, go6, gi6, int kind, int rnd, tables, weights, Py_ssize_t bd,
+                 Py_ssize_t bh, Py_ssize_t rows, bint scale_w):
+        cdef const int64_t[::1] t
+        dlo, dhi, hlo, hhi, wlo, whi = tables
+        wd, wh, ww = weights
+        self._keep = (go6, gi6, tables, weights)
+        g = &self.g
+        g.N, g.C, g.D, g.H, g.W, g.L = gi6.shape
+        g.Wo = go6.shape[4]
+        g.bd, g.bh = bd, bh
+        g.nbd = (g.D + bd - 1) // bd
+        g.nbh = (g.H + bh - 1) // bh
+        g.kind, g.rnd, g.scale_w = kind, rnd, scale_w
+        _fill_strides(g.gs, go6)
+        _fill_strides(g.xs, gi6)
+        t = dlo; g.dlo = &t[0]
+        t = dhi; g.dhi = &t[0]
+        t = hlo; g.hlo = &t[0]
+        t = hhi; g.hhi = &t[0]
+        t = wlo; g.wlo = &t[0]
+        t = whi; g.whi = &t[0]
+        if kind == K_F64:
+            self.go_d = go6
+            self.gi_d = gi6
+            self.wd_d, self.wh_d, self.ww_d = wd, wh, ww
+        else:
+            if kind == K_F32:
+                self.go_f = go6
+                self.gi_f = gi6
+            else:
+                self.go_h = go6
+                self.gi_h = gi6
+            self.wd_f, self.wh_f, self.ww_f = wd, wh, ww
+        self.n_items = g.N * g.C * g.nbd * g.nbh
+        self.scratch_elems = g.Wo * g.L + g.W * g.L + rows * g.W * g.L
+
+    def run(self, scratch, int n_threads):
+        """Fill grad_input; ``scratch`` is an aligned float32/float64 array of at least
+        ``n_threads * scratch_elems`` elements."""
+        cdef float[::1] sf
+        cdef double[::1] sd
+        cdef Gather* g = &self.g
+        cdef Py_ssize_t per = self.scratch_elems
+        if self.n_items == 0:
+            return
+        if g.kind == K_F64:
+            sd = scratch
+            with nogil:
+                _gather_run(&self.go_d[0, 0, 0, 0, 0, 0], &self.gi_d[0, 0, 0, 0, 0, 0], g,
+                            &self.wd_d[0], &self.wh_d[0], &self.ww_d[0], &sd[0], per, n_threads)
+        elif g.kind == K_F32:
+            sf = scratch
+            with nogil:
+                _gather_run(&self.go_f[0, 0, 0, 0, 0, 0], &self.gi_f[0, 0, 0, 0, 0, 0], g,
+                            &self.wd_f[0], &self.wh_f[0], &self.ww_f[0], &sf[0], per, n_threads)
+        else:
+            sf = scratch
+            with nogil:
+                _gather_run(&self.go_h[0, 0, 0, 0, 0, 0], &self.gi_h[0, 0, 0, 0, 0, 0], g,
+                            &self.wd_f[0], &self.wh_f[0], &self.ww_f[0], &sf[0], per, n_threads)
+
+
+# --------------------------------------------------------------------------------------
+# max-pool gradient: scatter of grad_output to the argmax positions (AdaptiveMaxPool2dBackward)
+# --------------------------------------------------------------------------------------
+#
+# A work item owns one block of rows of one (n, c) plane (all C lanes in channels-last): it
+# zeroes its accumulation block, walks every (oh, ow) of the plane in increasing order adding
+# the values whose index falls inside the block, and stores the block once.  Repeated indices
+# therefore accumulate in increasing output order whatever the thread count.
+
+cdef struct Scatter:
+    Py_ssize_t N, C, H, W, L, Ho, Wo
+    Py_ssize_t bh, nbh
+    Py_ssize_t gs[6]
+    Py_ssize_t xs[6]
+    Py_ssize_t js[6]
+    int kind
+
+
+cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const Scatter* g,
+                        acc_t* buf, Py_ssize_t item) noexcept nogil:
+    cdef Py_ssize_t W = g.W, L = g.L
+    cdef Py_ssize_t bh_i = item % g.nbh
+    cdef Py_ssize_t t = item // g.nbh
+    cdef Py_ssize_t c = t % g.C
+    cdef Py_ssize_t n = t // g.C
+    cdef Py_ssize_t h0 = bh_i * g.bh
+    cdef Py_ssize_t h1 = min(h0 + g.bh, g.H)
+    cdef int64_t lo = h0 * W, hi = h1 * W, idx
+    cdef Py_ssize_t oh, ow, l, ih
+    cdef const store_t* gb = go + n * g.gs[0] + c * g.gs[1]
+    cdef const idx_t* jb = ind + n * g.js[0] + c * g.js[1]
+    cdef store_t* xb = gi + n * g.xs[0] + c * g.xs[1]
+    cdef const store_t* gp
+    cdef const idx_t* jp
+    cdef acc_t v
+    memset(buf, 0, (h1 - h0) * W * L * sizeof(acc_t))
+    for oh in range(g.Ho):
+        for ow in range(g.Wo):
+            gp = gb + oh * g.gs[3] + ow * g.gs[4]
+            jp = jb + oh * g.js[3] + ow * g.js[4]
+            for l in range(L):
+                idx = jp[l * g.js[5]]
+                if idx >= lo and idx < hi:
+                    if store_t is uint16_t:
+                        if g.kind == K_F16:
+                            v = pg_f16_to_f32(gp[l * g.gs[5]])
+                        else:
+                            v = pg_bf16_to_f32(gp[l * g.gs[5]])
+                    else:
+                        v = <acc_t>gp[l * g.gs[5]]
+                    buf[(idx - lo) * L + l] += v
+    for ih in range(h0, h1):
+        if L == 1:
+            _store_block(buf + (ih - h0) * W, xb + ih * g.xs[3], 0, g.xs[4], 1, W, g.kind)
+        else:
+            _store_block(buf + (ih - h0) * W * L, xb + ih * g.xs[3], g.xs[4], g.xs[5], W, L,
+                         g.kind)
+
+
+cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const Scatter* g,
+                       acc_t* scratch, Py_ssize_t per_thread, int nt) noexcept nogil:
+    cdef Py_ssize_t n_items = g.N * g.C * g.nbh
+    cdef Py_ssize_t item
+    cdef acc_t* buf = scratch
+    with parallel(num_threads=nt, use_threads_if=nt > 1):
+        buf = scratch + threadid() * per_thread
+        for item in prange(n_items, schedule='static'):
+            _scatter_item(go, ind, gi, g, buf, item)
+
+
+cdef Py_ssize_t _plane_bad(const idx_t* ind, const Scatter* g, Py_ssize_t p,
+                           uint64_t limit) noexcept nogil:
+    cdef Py_ssize_t c = p % g.C
+    cdef Py_ssize_t n = p // g.C
+    cdef const idx_t* jb = ind + n * g.js[0] + c * g.js[1]
+    cdef const idx_t* jp
+    cdef Py_ssize_t oh, ow, l, bad = 0
+    for oh in range(g.Ho):
+        for ow in range(g.Wo):
+            jp = jb + oh * g.js[3] + ow * g.js[4]
+            for l in range(g.L):
+                # a negative index becomes a huge unsigned value: one compare checks both ends
+                bad += (<uint64_t><int64_t>jp[l * g.js[5]]) >= limit
+    return bad
+
+
+cdef Py_ssize_t _count_bad(const idx_t* ind, const Scatter* g, int nt) noexcept nogil:
+    cdef Py_ssize_t p, bad = 0
+    cdef uint64_t limit = <uint64_t>(g.H * g.W)
+    for p in prange(g.N * g.C, num_threads=nt, schedule='static', use_threads_if=nt > 1,
+                    nogil=True):
+        bad += _plane_bad(ind, g, p, limit)
+    return bad
+
+
+cdef class MaxScatterKernel:
+    """A planned max-pool gradient (scatter to argmax indices) of one call."""
+    cdef Scatter g
+    cdef object _keep
+    cdef const float[:, :, :, :, :, :] go_f
+    cdef float[:, :, :, :, :, :] gi_f
+    cdef const double[:, :, :, :, :, :] go_d
+    cdef double[:, :, :, :, :, :] gi_d
+    cdef const uint16_t[:, :, :, :, :, :] go_h
+    cdef uint16_t[:, :, :, :, :, :] gi_h
+    cdef const int32_t[:, :, :, :, :, :] ind32
+    cdef const int64_t[:, :, :, :, :, :] ind64
+    cdef int idx64
+    cdef readonly Py_ssize_t scratch_elems
+    cdef readonly Py_ssize_t n_items
+
+    def __init__(self, go6, ind6, gi6, int kind, Py_ssize_t bh):
+        self._keep = (go6, ind6, gi6)
+        g = &self.g
+        g.N, g.C, _, g.H, g.W, g.L = gi6.shape
+        g.Ho, g.Wo = go6.shape[3], go6.shape[4]
+        g.bh = bh
+        g.nbh = (g.H + bh - 1) // bh if g.H > 0 else 0
+        g.kind = kind
+        _fill_strides(g.gs, go6)
+        _fill_strides(g.xs, gi6)
+        _fill_strides(g.js, ind6)
+        if kind == K_F64:
+            self.go_d = go6
+            self.gi_d = gi6
+        elif kind == K_F32:
+            self.go_f = go6
+            self.gi_f = gi6
+        else:
+            self.go_h = go6
+            self.gi_h = gi6
+        self.idx64 = ind6.itemsize == 8
+        if self.idx64:
+            self.ind64 = ind6
+        else:
+            self.ind32 = ind6
+        self.n_items = g.N * g.C * g.nbh
+        self.scratch_elems = bh * g.W * g.L
+
+    def count_bad_indices(self, int n_threads):
+        """How many indices lie outside [0, H*W): checked before anything is written."""
+        cdef Py_ssize_t bad
+        if self.g.N * self.g.C * self.g.Ho * self.g.Wo * self.g.L == 0:
+            return 0
+        with nogil:
+            if self.idx64:
+                bad = _count_bad(&self.ind64[0, 0, 0, 0, 0, 0], &self.g, n_threads)
+            else:
+                bad = _count_bad(&self.ind32[0, 0, 0, 0, 0, 0], &self.g, n_threads)
+        return bad
+
+    def run(self, scratch, int n_threads):
+        cdef float[::1] sf
+        cdef double[::1] sd
+        cdef Scatter* g = &self.g
+        cdef Py_ssize_t per = self.scratch_elems
+        if self.n_items == 0:
+            return
+        if g.kind == K_F64:
+            sd = scratch
+            with nogil:
+                if self.idx64:
+                    _scatter_run(&self.go_d[0, 0, 0, 0, 0, 0], &self.ind64[0, 0, 0, 0, 0, 0],
+                                 &self.gi_d[0, 0, 0, 0, 0, 0], g, &sd[0], per, n_threads)
+                else:
+                    _scatter_run(&self.go_d[0, 0, 0, 0, 0, 0], &self.ind32[0, 0, 0, 0, 0, 0],
+                                 &self.gi_d[0, 0, 0, 0, 0, 0], g, &sd[0], per, n_threads)
+        elif g.kind == K_F32:
+            sf = scratch
+            with nogil:
+                if self.idx64:
+                    _scatter_run(&self.go_f[0, 0, 0, 0, 0, 0], &self.ind64[0, 0, 0, 0, 0, 0],
+                                 &self.gi_f[0, 0, 0, 0, 0, 0], g, &sf[0], per, n_threads)
+                else:
+                    _scatter_run(&self.go_f[0, 0, 0, 0, 0, 0], &self.ind32[0, 0, 0, 0, 0, 0],
+                                 &self.gi_f[0, 0, 0, 0, 0, 0], g, &sf[0], per, n_threads)
+        else:
+            sf = scratch
+            with nogil:
+                if self.idx64:
+                    _scatter_run(&self.go_h[0, 0, 0, 0, 0, 0], &self.ind64[0, 0, 0, 0, 0, 0],
+                                 &self.gi_h[0, 0, 0, 0, 0, 0], g, &sf[0], per, n_threads)
+                else:
+                    _scatter_run(&self.go_h[0, 0, 0, 0, 0, 0], &self.ind32[0, 0, 0, 0, 0, 0],
+                                 &self.gi_h[0, 0, 0, 0, 0, 0], g, &sf[0], per, n_threads)
+
+
+# --------------------------------------------------------------------------------------
+# forward companions (PyTorch forward semantics), over (N, C, D, H, W, 1) views
+# --------------------------------------------------------------------------------------
+
+cdef struct Windows:
+    Py_ssize_t N, C, D, H, W, Do, Ho, Wo
+    Py_ssize_t xs[6]
+    Py_ssize_t ys[6]
+    const int64_t* ds
+    const int64_t* de
+    const int64_t* hs
+    const int64_t* he
+    const int64_t* ws
+    const int64_t* we
+    int kind
+
+
+cdef inline acc_t _load1(const store_t* p, int kind, acc_t like) noexcept nogil:
+    if store_t is uint16_t:
+        if kind == K_F16:
+            return pg_f16_to_f32(p[0])
+        return pg_bf16_to_f32(p[0])
+    else:
+        return <acc_t>p[0]
+
+
+cdef inline void _store1(store_t* p, acc_t v, int kind) noexcept nogil:
+    if store_t is uint16_t:
+        if kind == K_F16:
+            p[0] = pg_f32_to_f16(<float>v)
+        else:
+            p[0] = pg_f32_to_bf16(<float>v)
+    else:
+        p[0] = <store_t>v
+
+
+cdef void _avg_fwd_plane(const store_t* x, store_t* y, const Windows* g, const acc_t* div,
+                         Py_ssize_t p) noexcept nogil:
+    """Window sums divided by div[(od*Ho + oh)*Wo + ow]."""
+    cdef Py_ssize_t c = p % g.C, n = p // g.C
+    cdef const store_t* xb = x + n * g.xs[0] + c * g.xs[1]
+    cdef store_t* yb = y + n * g.ys[0] + c * g.ys[1]
+    cdef Py_ssize_t od, oh, ow, i, j, k
+    cdef acc_t s
+    for od in range(g.Do):
+        for oh in range(g.Ho):
+            for ow in range(g.Wo):
+                s = 0
+                for i in range(g.ds[od], g.de[od]):
+                    for j in range(g.hs[oh], g.he[oh]):
+                        for k in range(g.ws[ow], g.we[ow]):
+                            s = s + _load1(xb + i * g.xs[2] + j * g.xs[3] + k * g.xs[4],
+                                           g.kind, s)
+                _store1(yb + od * g.ys[2] + oh * g.ys[3] + ow * g.ys[4],
+                        s / div[(od * g.Ho + oh) * g.Wo + ow], g.kind)
+
+
+cdef void _max_fwd_plane(const store_t* x, store_t* y, int64_t* ind, const Windows* g,
+                         acc_t like, Py_ssize_t p) noexcept nogil:
+    """Maximum of each (H, W) window and its flat index h*W + w, as PyTorch's CPU kernel
+    picks them: a later element replaces the best only if strictly greater, or NaN."""
+    cdef Py_ssize_t c = p % g.C, n = p // g.C
+    cdef const store_t* xb = x + n * g.xs[0] + c * g.xs[1]
+    cdef store_t* yb = y + n * g.ys[0] + c * g.ys[1]
+    cdef int64_t* ib = ind + p * g.Ho * g.Wo
+    cdef Py_ssize_t oh, ow, j, k
+    cdef acc_t best, v
+    cdef int64_t arg
+    for oh in range(g.Ho):
+        for ow in range(g.Wo):
+            best = -INFINITY
+            arg = g.hs[oh] * g.W + g.ws[ow]
+            for j in range(g.hs[oh], g.he[oh]):
+                for k in range(g.ws[ow], g.we[ow]):
+                    v = _load1(xb + j * g.xs[3] + k * g.xs[4], g.kind, like)
+                    if v > best or v != v:
+                        best = v
+                        arg = j * g.W + k
+            _store1(yb + oh * g.ys[3] + ow * g.ys[4], best, g.kind)
+            ib[oh * g.Wo + ow] = arg
+
+
+cdef void _fill_windows(Windows* g, x6, y6, tables, int kind):
+    cdef const int64_t[::1] t
+    g.N, g.C, g.D, g.H, g.W, _ = x6.shape
+    _, _, g.Do, g.Ho, g.Wo, _ = y6.shape
+    _fill_strides(g.xs, x6)
+    _fill_strides(g.ys, y6)
+    g.kind = kind
+    t = tables[0]; g.ds = &t[0]
+    t = tables[1]; g.de = &t[0]
+    t = tables[2]; g.hs = &t[0]
+    t = tables[3]; g.he = &t[0]
+    t = tables[4]; g.ws = &t[0]
+    t = tables[5]; g.we = &t[0]
+
+
+def avg_forward(x6, y6, int kind, tables, div, int n_threads):
+    """y = window sums of x / div, for avg_pool2d (D = 1) and adaptive_avg_pool3d."""
+    cdef Windows g
+    cdef Py_ssize_t p, planes
+    cdef const float[:, :, :, :, :, :] xf
+    cdef float[:, :, :, :, :, :] yf
+    cdef const double[:, :, :, :, :, :] xd
+    cdef double[:, :, :, :, :, :] yd
+    cdef const uint16_t[:, :, :, :, :, :] xh
+    cdef uint16_t[:, :, :, :, :, :] yh
+    cdef const float[::1] divf
+    cdef const double[::1] divd
+    if y6.size == 0:
+        return
+    _fill_windows(&g, x6, y6, tables, kind)
+    planes = g.N * g.C
+    if kind == K_F64:
+        xd = x6; yd = y6; divd = div
+        for p in prange(planes, nogil=True, num_threads=n_threads, schedule='static',
+                        use_threads_if=n_threads > 1):
+            _avg_fwd_plane(&xd[0, 0, 0, 0, 0, 0], &yd[0, 0, 0, 0, 0, 0], &g, &divd[0], p)
+    elif kind == K_F32:
+        xf = x6; yf = y6; divf = div
+        for p in prange(planes, nogil=True, num_threads=n_threads, schedule='static',
+                        use_threads_if=n_threads > 1):
+            _avg_fwd_plane(&xf[0, 0, 0, 0, 0, 0], &yf[0, 0, 0, 0, 0, 0], &g, &divf[0], p)
+    else:
+        xh = x6; yh = y6; divf = div
+        for p in prange(planes, nogil=True, num_threads=n_threads, schedule='static',
+                        use_threads_if=n_threads > 1):
+            _avg_fwd_plane(&xh[0, 0, 0, 0, 0, 0], &yh[0, 0, 0, 0, 0, 0], &g, &divf[0], p)
+
+
+def max_forward(x6, y6, int kind, tables, int64_t[:, ::1] ind, int n_threads):
+    """y, ind = window maxima of x and their flat h*W + w positions (2-D, D = 1)."""
+    cdef Windows g
+    cdef Py_ssize_t p, planes
+    cdef const float[:, :, :, :, :, :] xf
+    cdef float[:, :, :, :, :, :] yf
+    cdef const double[:, :, :, :, :, :] xd
+    cdef double[:, :, :, :, :, :] yd
+    cdef const uint16_t[:, :, :, :, :, :] xh
+    cdef uint16_t[:, :, :, :, :, :] yh
+    cdef float lf = 0
+    cdef double ld = 0
+    if y6.size == 0:
+        return
+    _fill_windows(&g, x6, y6, tables, kind)
+    planes = g.N * g.C
+    if kind == K_F64:
+        xd = x6; yd = y6
+        for p in prange(planes, nogil=True, num_threads=n_threads, schedule='static',
+                        use_threads_if=n_threads > 1):
+            _max_fwd_plane(&xd[0, 0, 0, 0, 0, 0], &yd[0, 0, 0, 0, 0, 0], &ind[0, 0], &g, ld, p)
+    elif kind == K_F32:
+        xf = x6; yf = y6
+        for p in prange(planes, nogil=True, num_threads=n_threads, schedule='static',
+                        use_threads_if=n_threads > 1):
+            _max_fwd_plane(&xf[0, 0, 0, 0, 0, 0], &yf[0, 0, 0, 0, 0, 0], &ind[0, 0], &g, lf, p)
+    else:
+        xh = x6; yh = y6
+        for p in prange(planes, nogil=True, num_threads=n_threads, schedule='static',
+                        use_threads_if=n_threads > 1):
+            _max_fwd_plane(&xh[0, 0, 0, 0, 0, 0], &yh[0, 0, 0, 0, 0, 0], &ind[0, 0], &g, lf, p)

@@ -1,0 +1,86 @@
+/*
+ * 16-bit float conversions and the cube_math_type roundings, as static inline C so that
+ * the hot loops can inline them (numpy's npy_half_* functions cannot be inlined).
+ *
+ * Every float32 -> 16-bit conversion rounds to nearest, ties to even, keeps NaN quiet and
+ * overflows to infinity, as IEEE 754 conversion does.  The code works on bit patterns only,
+ * so it gives the same answer whatever the FPU's flush-to-zero or rounding-mode state.
+ */
+#ifndef PG_HALF_H
+#define PG_HALF_H
+
+#include <stdint.h>
+#include <string.h>
+
+static inline uint32_t pg_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
+static inline float pg_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+
+/* bfloat16: the high half of a float32. */
+static inline float pg_bf16_to_f32(uint16_t h) { return pg_bits_f32((uint32_t)h << 16); }
+
+static inline uint16_t pg_f32_to_bf16(float f)
+{
+    uint32_t u = pg_f32_bits(f);
+    if ((u & 0x7FFFFFFFu) > 0x7F800000u)          /* NaN: keep sign and payload top, quiet */
+        return (uint16_t)((u >> 16) | 0x0040u);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* IEEE binary16. */
+static inline float pg_f16_to_f32(uint16_t h)
+{
+    uint32_t sign = ((uint32_t)h & 0x8000u) << 16;
+    uint32_t e = ((uint32_t)h >> 10) & 0x1Fu;
+    uint32_t m = (uint32_t)h & 0x3FFu;
+    if (e == 0) {
+        /* zero or subnormal: m * 2^-24 is exact in float32 */
+        float v = (float)m * 5.9604644775390625e-08f;
+        return pg_bits_f32(pg_f32_bits(v) | sign);
+    }
+    if (e == 31)
+        return pg_bits_f32(sign | 0x7F800000u | (m << 13));
+    return pg_bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+static inline uint16_t pg_f32_to_f16(float f)
+{
+    uint32_t u = pg_f32_bits(f);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    uint32_t a = u & 0x7FFFFFFFu;
+    uint32_t e, m, shift, r, rem, half;
+    if (a >= 0x7F800000u)                          /* inf, NaN */
+        return (uint16_t)(sign | 0x7C00u | (a > 0x7F800000u ? (0x0200u | ((a >> 13) & 0x3FFu)) : 0u));
+    if (a >= 0x477FF000u)                          /* >= 65520 rounds to infinity */
+        return (uint16_t)(sign | 0x7C00u);
+    if (a >= 0x38800000u) {                        /* normal half: >= 2^-14 */
+        r = (a - 0x38000000u) >> 13;               /* rebias exponent 127 -> 15, keep 10 bits */
+        rem = a & 0x1FFFu;
+        if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) r++;
+        return (uint16_t)(sign | r);
+    }
+    e = a >> 23;
+    if (e < 102u)                                  /* below 2^-25: rounds to zero */
+        return (uint16_t)sign;
+    m = (a & 0x7FFFFFu) | 0x800000u;               /* subnormal half: value / 2^-24 = m >> (126 - e) */
+    shift = 126u - e;                              /* 14 .. 24 */
+    r = m >> shift;
+    rem = m & ((1u << shift) - 1u);
+    half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (r & 1u))) r++;
+    return (uint16_t)(sign | r);
+}
+
+/* cube_math_type roundings of a float32 value (SPEC section 4). */
+static inline float pg_round_hf32(float f)
+{
+    /* keep 11 explicit mantissa bits: drop 12 with round-to-nearest-even */
+    uint32_t u = pg_f32_bits(f);
+    if ((u & 0x7F800000u) == 0x7F800000u)          /* inf and NaN stay as they are */
+        return f;
+    u = (u + 0x7FFu + ((u >> 12) & 1u)) & 0xFFFFF000u;
+    return pg_bits_f32(u);
+}
+
+static inline float pg_round_fp16(float f) { return pg_f16_to_f32(pg_f32_to_f16(f)); }
+
+#endif
