@@ -1,12 +1,14 @@
 """Build of pool_grad's Cython kernels, with OpenMP on every platform that wheels target.
 
 Environment switches (for developers):
+  LIBOMP_PREFIX=/path       macOS: where libomp lives (default: `brew --prefix libomp`)
   POOL_GRAD_NO_OPENMP=1     build without OpenMP (kernels run on one thread)
   POOL_GRAD_BOUNDSCHECK=1   compile the kernels with Cython bounds checking on
   POOL_GRAD_SANITIZE=address  add -fsanitize=address (gcc/clang); see README
 """
 import os
 import platform
+import subprocess
 import sys
 
 from setuptools import Extension, setup
@@ -15,6 +17,17 @@ from setuptools.command.build_ext import build_ext
 
 def _flag(name):
     return os.environ.get(name, "") not in ("", "0")
+
+
+def _brew_prefix(formula):
+    """Homebrew's prefix of a keg-only formula (libomp is one), or "" without Homebrew."""
+    try:
+        out = subprocess.run(["brew", "--prefix", formula], capture_output=True, text=True,
+                             timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    prefix = out.stdout.strip()
+    return prefix if out.returncode == 0 and os.path.isdir(prefix) else ""
 
 
 class BuildExt(build_ext):
@@ -37,7 +50,7 @@ class BuildExt(build_ext):
                 if sys.platform == "darwin":
                     cflags += ["-Xpreprocessor", "-fopenmp"]
                     lflags += ["-lomp"]
-                    prefix = os.environ.get("LIBOMP_PREFIX", "")
+                    prefix = os.environ.get("LIBOMP_PREFIX", "") or _brew_prefix("libomp")
                     if prefix:
                         cflags += ["-I" + os.path.join(prefix, "include")]
                         lflags += ["-L" + os.path.join(prefix, "lib")]
@@ -55,23 +68,70 @@ class BuildExt(build_ext):
         self._write_build_info(compiler, cflags, lflags, openmp)
         super().build_extensions()
 
+    # setuptools' build_ext.run() clears self.inplace while it builds and afterwards copies
+    # only the extension modules back into the source tree (copy_extensions_to_source);
+    # an editable install asks get_output_mapping() for what to link back.  So the info file
+    # is always written under build_lib and joins the extension in both of those places.
+
+    def _build_info_paths(self):
+        """(build_lib file, source-tree file) of pool_grad/_build_info.py."""
+        package_dir = self.get_finalized_command("build_py").get_package_dir("pool_grad")
+        return (os.path.join(self.build_lib, "pool_grad", "_build_info.py"),
+                os.path.join(package_dir, "_build_info.py"))
+
+    def copy_extensions_to_source(self):
+        super().copy_extensions_to_source()
+        built, source = self._build_info_paths()
+        self.copy_file(built, source, level=self.verbose)
+
+    def get_output_mapping(self):
+        mapping = super().get_output_mapping()
+        if self.inplace:
+            built, source = self._build_info_paths()
+            mapping[built] = source
+        return mapping
+
+    def get_outputs(self):
+        outputs = super().get_outputs()
+        return outputs if self.inplace else outputs + [self._build_info_paths()[0]]
+
+    def _compiler_version(self):
+        """The compiler's own version line, best effort (empty when it cannot be asked)."""
+        try:
+            if self.compiler.compiler_type == "msvc":
+                if not getattr(self.compiler, "initialized", True):
+                    self.compiler.initialize()
+                cmd = [getattr(self.compiler, "cc", "cl.exe")]
+            else:
+                cmd = [self.compiler.compiler_so[0], "--version"]
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+            lines = (out.stdout + out.stderr).strip().splitlines()
+            return lines[0].strip() if lines else ""
+        except Exception:  # noqa: BLE001 - informational only, never fail the build on it
+            return ""
+
     def _write_build_info(self, compiler, cflags, lflags, openmp):
-        text = (
-            "# Written by setup.py at build time; not in git.\n"
-            f"compiler = {compiler!r}\n"
-            f"compiler_type = {self.compiler.compiler_type!r}\n"
-            f"extra_compile_args = {cflags!r}\n"
-            f"extra_link_args = {lflags!r}\n"
-            f"openmp_requested = {openmp!r}\n"
-            f"platform = {platform.platform()!r}\n"
-            f"python = {sys.version.split()[0]!r}\n"
-        )
-        roots = ["."] if self.inplace else [self.build_lib]
-        for root in roots:
-            path = os.path.join(root, "pool_grad", "_build_info.py")
-            os.makedirs(os.path.dirname(path), exist_ok=True)
-            with open(path, "w") as f:
-                f.write(text)
+        import Cython
+
+        fields = {
+            "compiler": compiler,
+            "compiler_version": self._compiler_version(),
+            "compiler_type": self.compiler.compiler_type,
+            "extra_compile_args": cflags,
+            "extra_link_args": lflags,
+            "openmp_requested": openmp,
+            "cython": Cython.__version__,
+            "platform": platform.platform(),
+            "python": sys.version.split()[0],
+        }
+        if sys.platform == "darwin":
+            fields["macosx_deployment_target"] = os.environ.get("MACOSX_DEPLOYMENT_TARGET", "")
+        text = "# Written by setup.py at build time; not in git.\n" + "".join(
+            f"{key} = {value!r}\n" for key, value in fields.items())
+        path = self._build_info_paths()[0]
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
 
 
 def extensions():

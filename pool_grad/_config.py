@@ -1,8 +1,18 @@
 """show_config(): what this build of pool_grad is, for bug reports."""
+import ctypes
+import os
 import platform
 import sys
 
 from . import _kernels, _threads
+
+# _OPENMP (the date of the specification the compiler implements) -> version
+_OPENMP_SPECS = {200203: "2.0", 200505: "2.5", 200805: "3.0", 201107: "3.1", 201307: "4.0",
+                 201511: "4.5", 201811: "5.0", 202011: "5.1", 202111: "5.2", 202411: "6.0"}
+
+# The DLL names of the OpenMP runtimes an MSVC (/openmp, /openmp:llvm) or Intel build links.
+_WINDOWS_OPENMP_DLLS = ("vcomp140.dll", "libomp140.x86_64.dll", "libomp140.aarch64.dll",
+                        "libiomp5md.dll")
 
 
 def _build_info():
@@ -10,8 +20,62 @@ def _build_info():
         from . import _build_info as info
     except ImportError:
         return {}
-    return {k: getattr(info, k) for k in ("compiler", "compiler_type", "extra_compile_args",
-                                          "extra_link_args", "platform", "python")}
+    return {k: v for k, v in vars(info).items() if not k.startswith("_")}
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def _posix_library_of(handle, symbol):
+    """The file of the shared library that provides ``symbol`` to ``handle``: dlsym
+    searches the library and then its dependencies, as the dynamic linker did when it
+    bound the extension's call, and dladdr names the file the address lies in."""
+    address = ctypes.cast(getattr(handle, symbol), ctypes.c_void_p).value
+    try:
+        dladdr = ctypes.CDLL(None).dladdr
+    except AttributeError:  # glibc before 2.34 keeps it in libdl
+        dladdr = ctypes.CDLL("libdl.so.2").dladdr
+    dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
+    info = _DlInfo()
+    if not dladdr(address, ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return os.path.realpath(os.fsdecode(info.dli_fname))
+
+
+def _windows_loaded_dll():
+    kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
+    kernel32.GetModuleHandleW.restype = ctypes.c_void_p
+    kernel32.GetModuleHandleW.argtypes = [ctypes.c_wchar_p]
+    kernel32.GetModuleFileNameW.argtypes = [ctypes.c_void_p, ctypes.c_wchar_p,
+                                            ctypes.c_uint32]
+    for name in _WINDOWS_OPENMP_DLLS:
+        module = kernel32.GetModuleHandleW(name)
+        if module:
+            buf = ctypes.create_unicode_buffer(32768)
+            if kernel32.GetModuleFileNameW(module, buf, len(buf)):
+                return buf.value
+    return None
+
+
+def openmp_library():
+    """Path of the OpenMP runtime library that pool_grad's kernels call (libgomp, libomp or
+    vcomp), or None in a build without OpenMP or where it cannot be found out.  It is the
+    library that threadpoolctl reports with user_api "openmp"."""
+    if not _kernels.OPENMP_ENABLED:
+        return None
+    try:
+        if sys.platform == "win32":
+            return _windows_loaded_dll()
+        # dlopen of an already loaded library returns the handle it was loaded with
+        return _posix_library_of(ctypes.CDLL(_kernels.__file__), "omp_get_max_threads")
+    except (OSError, AttributeError, ValueError):
+        return None
+
+
+def _openmp_spec(version):
+    return _OPENMP_SPECS.get(version, str(version)) if version else "none"
 
 
 def config():
@@ -28,6 +92,8 @@ def config():
         "ml_dtypes": ml_dtypes.__version__,
         "openmp": _kernels.OPENMP_ENABLED,
         "openmp_version": _kernels.OPENMP_VERSION,
+        "openmp_spec": _openmp_spec(_kernels.OPENMP_VERSION),
+        "openmp_library": openmp_library(),
         "openmp_max_threads": _kernels.omp_max_threads(),
         "default_threads": _threads.get_num_threads(),
         "build": _build_info(),
@@ -39,9 +105,13 @@ def show_config(file=None):
     and the numpy and ml_dtypes versions."""
     c = config()
     out = file or sys.stdout
+    build = c.pop("build")
     for key, value in c.items():
-        if key == "build":
-            for bk, bv in value.items():
-                print(f"  build.{bk}: {bv}", file=out)
-        else:
-            print(f"{key}: {value}", file=out)
+        print(f"{key}: {value}", file=out)
+    if not build:
+        print("build: unknown (pool_grad/_build_info.py missing: not built by setup.py)",
+              file=out)
+    for key, value in build.items():
+        if isinstance(value, list):
+            value = " ".join(value)
+        print(f"build.{key}: {value}", file=out)

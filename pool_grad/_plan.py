@@ -8,6 +8,7 @@ the product of its axes' factors (or divisor_override), which is what makes the 
 gradients separable.  For the gather form of a gradient, each input index i also needs the
 range [lo[i], hi[i]) of output indices whose windows hold it.
 """
+import functools
 import math
 
 import numpy as np
@@ -81,6 +82,26 @@ def cover(start, end, in_size):
     lo = np.searchsorted(end, i, side="right").astype(np.int64)
     hi = np.searchsorted(start, i, side="right").astype(np.int64)
     return lo, np.maximum(hi, lo)
+
+
+# the most taps per input column for which the W expansion uses a tap table
+MAX_TAPS = 4
+# outputs larger than this are written with streaming (cache-bypassing) stores
+STREAM_BYTES = 8 << 20
+
+
+def taps(lo, hi, n_out):
+    """(W * m) tap table of the W expansion: for column i the output indices lo..hi-1,
+    padded with n_out + 1 (a -0.0 slot); an empty cover starts at n_out (a +0.0 slot).
+    None where some column has more than MAX_TAPS covering windows."""
+    count = hi - lo
+    m = int(count.max()) if count.size else 0
+    if m > MAX_TAPS or m == 0:
+        return None
+    t = lo[:, None] + np.arange(m)[None, :]
+    t = np.where(np.arange(m)[None, :] < count[:, None], t, n_out + 1)
+    t[count == 0, 0] = n_out
+    return np.ascontiguousarray(t.reshape(-1), dtype=np.int64)
 
 
 # ---------------------------------------------------------------- layout
@@ -169,3 +190,48 @@ def scatter_blocks(H, row_len, planes, n_cpu):
     while planes * math.ceil(H / bh) < want and bh > 1 and bh * row_len > 4096:
         bh = _ceil_half(bh)
     return bh
+
+
+# ---------------------------------------------------------------- cached geometry
+
+def avg2d_axes(in_hw, outs, k, s, p, count_include_pad, override):
+    """Per-axis (D, H, W) windows and weights of average pooling; D is trivial, and a
+    divisor_override becomes a single factor on it."""
+    hs, he, hf = avg_windows(in_hw[0], outs[0], k[0], s[0], p[0], count_include_pad)
+    ws, we, wf = avg_windows(in_hw[1], outs[1], k[1], s[1], p[1], count_include_pad)
+    one = (np.zeros(1, np.int64), np.ones(1, np.int64))
+    if override:
+        weights = (np.array([1.0 / override]), np.ones(outs[0]), np.ones(outs[1]))
+    else:
+        weights = (np.ones(1), 1.0 / hf, 1.0 / wf)
+    return [one, (hs, he), (ws, we)], weights, not override
+
+
+def adaptive3d_axes(in_dhw, out_dhw):
+    """Per-axis windows and weights (1 / window length) of adaptive average pooling."""
+    windows, weights = [], []
+    for size, out in zip(in_dhw, out_dhw):
+        s, e, f = adaptive_windows(size, out)
+        windows.append((s, e))
+        weights.append(1.0 / f)
+    return windows, weights, True
+
+
+_AXES = {"avg2d": avg2d_axes, "adaptive3d": adaptive3d_axes}
+
+
+@functools.lru_cache(maxsize=256)
+def gather_geometry(spec, shape6, acc, n_cpu):
+    """Everything the separable gather needs that depends only on shapes and parameters
+    (not on the arrays): coverage tables, the W tap table, weights and blocking.  Cached,
+    so that repeated calls of one configuration skip straight to the kernel."""
+    windows, weights, scale_w = _AXES[spec[0]](*spec[1:])
+    n, c, d, h, w, lanes = shape6
+    covs = [cover(s, e, size) for (s, e), size in zip(windows, (d, h, w))]
+    bd, bh, rows = gather_blocks(covs[0], covs[1], d, h, w * lanes, n * c, n_cpu)
+    tables = tuple(t for cv in covs for t in cv)
+    tp = taps(*covs[2], len(windows[2][0]))
+    wts = tuple(np.ascontiguousarray(x, dtype=acc) for x in weights)
+    for arr in tables + wts + ((tp,) if tp is not None else ()):
+        arr.flags.writeable = False
+    return tables, tp, wts, bd, bh, rows, scale_w

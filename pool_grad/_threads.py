@@ -13,8 +13,8 @@ from ._errors import invalid
 _user_threads = None
 
 # Bytes of memory traffic below which a second thread does not pay for itself; each
-# further thread needs as much again.  Measured with benchmarks/bench.py (see RESULTS.md).
-GRAIN_BYTES = 1 << 18
+# further thread needs as much again (the kernels' own rule, pyx/_kernels.pyx).
+GRAIN_BYTES = _kernels.GRAIN_BYTES
 
 
 def _cpu_count():
@@ -22,6 +22,9 @@ def _cpu_count():
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count() or 1
+
+
+CPU_COUNT = _cpu_count()
 
 
 def set_num_threads(n):
@@ -36,7 +39,7 @@ def get_num_threads():
     if _user_threads is not None:
         return _user_threads
     # omp_get_max_threads follows OMP_NUM_THREADS and threadpoolctl's limits at call time
-    return max(1, min(_kernels.omp_max_threads(), _cpu_count()))
+    return max(1, min(_kernels.omp_max_threads(), CPU_COUNT))
 
 
 def _check_positive(n, name):

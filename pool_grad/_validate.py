@@ -64,6 +64,8 @@ def has_internal_overlap(arr):
     Sorting the axes by |stride|, each stride must step over the whole extent of the
     smaller ones; layouts that interleave in stranger ways are reported as overlapping.
     """
+    if arr.size == 0:
+        return False
     extent = arr.itemsize
     axes = sorted((abs(t), s) for s, t in zip(arr.shape, arr.strides) if s > 1)
     for stride, size in axes:

@@ -13,7 +13,8 @@ def _new_grad_input(grad_output, x):
     shape, _ = v.x_shape(x, go, "x")
     v.size_fits(shape, dt.itemsize, "x")
     try:
-        return go, np.empty(shape, dt)
+        # an empty grad_output has an all-zero gradient; otherwise every element is written
+        return go, (np.zeros if go.size == 0 else np.empty)(shape, dt)
     except MemoryError:
         raise v.invalid("x", "needs a grad_input larger than the memory available",
                         shape) from None

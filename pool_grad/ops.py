@@ -39,18 +39,14 @@ def _common_arrays(grad_output, x, grad_input, ranks, go_name, x_name, gi_name):
     return go, xs, gi, dt
 
 
-def _gather_kernel(go, gi, n_spatial, windows, weights, scale_w, rnd):
-    """Plan the separable average-pool gradient from per-axis (start, end) windows."""
+def _gather_kernel(go, gi, n_spatial, spec, rnd):
+    """Plan the separable average-pool gradient of one call (geometry from the cache)."""
     (go6, gi6), _ = _plan.views6([go, gi], n_spatial, out_index=1)
-    n, c, d, h, w, lanes = gi6.shape
-    covs = [_plan.cover(s, e, size) for (s, e), size in zip(windows, (d, h, w))]
-    bd, bh, rows = _plan.gather_blocks(covs[0], covs[1], d, h, w * lanes, n * c,
-                                       _threads._cpu_count())
-    acc = _acc_dtype(go.dtype)
-    tables = tuple(t for cv in covs for t in cv)
-    wts = tuple(np.ascontiguousarray(x, dtype=acc) for x in weights)
-    return _kernels.AvgGatherKernel(go6, gi6, _plan.KINDS[go.dtype], rnd, tables, wts,
-                                    bd, bh, rows, scale_w)
+    tables, taps, weights, bd, bh, rows, scale_w = _plan.gather_geometry(
+        spec, gi6.shape, np.dtype(_acc_dtype(go.dtype)), _threads.CPU_COUNT)
+    return _kernels.AvgGatherKernel(go6, gi6, _plan.KINDS[go.dtype], rnd, tables, taps,
+                                    weights, bd, bh, rows, scale_w,
+                                    gi.nbytes > _plan.STREAM_BYTES)
 
 
 class AvgPool2dBackward(Operator):
@@ -97,18 +93,9 @@ class AvgPool2dBackward(Operator):
         self.divisor_override, self.cube_math_type = override, cube
         kernel = None
         if go.size and gi.size:
-            hs, he, hf = _plan.avg_windows(in_hw[0], outs[0], k[0], s[0], p[0],
-                                           count_include_pad)
-            ws, we, wf = _plan.avg_windows(in_hw[1], outs[1], k[1], s[1], p[1],
-                                           count_include_pad)
-            one = np.zeros(1, np.int64), np.ones(1, np.int64)
-            if override:
-                weights = ([1.0 / override], np.ones(outs[0]), np.ones(outs[1]))
-            else:
-                weights = ([1.0], 1.0 / hf, 1.0 / wf)
-            kernel = _gather_kernel(go, gi, 2, [one, (hs, he), (ws, we)], weights,
-                                    not override, rnd)
-        self._planned(kernel, _acc_dtype(dt), go.nbytes + gi.nbytes)
+            spec = ("avg2d", tuple(in_hw), outs, k, s, p, count_include_pad, override)
+            kernel = _gather_kernel(go, gi, 2, spec, rnd)
+        self._planned(kernel)
 
 
 class AdaptiveAvgPool3dBackward(Operator):
@@ -124,13 +111,9 @@ class AdaptiveAvgPool3dBackward(Operator):
         v.n_c_match(go.shape, xs, 3, "grad_output")
         v.check_no_overlap(gi, go, "grad_input", "grad_output")
         self.grad_output, self.grad_input = go, gi
-        windows, weights = [], []
-        for size, out in zip(xs[-3:], go.shape[-3:]):
-            s, e, f = _plan.adaptive_windows(size, out)
-            windows.append((s, e))
-            weights.append(1.0 / f)
-        kernel = _gather_kernel(go, gi, 3, windows, weights, True, _ROUND_NONE)
-        self._planned(kernel, _acc_dtype(dt), go.nbytes + gi.nbytes)
+        spec = ("adaptive3d", tuple(xs[-3:]), tuple(go.shape[-3:]))
+        kernel = _gather_kernel(go, gi, 3, spec, _ROUND_NONE)
+        self._planned(kernel)
 
 
 class AdaptiveMaxPool2dBackward(Operator):
@@ -159,20 +142,17 @@ class AdaptiveMaxPool2dBackward(Operator):
         if go.size and gi.size:
             (go6, ind6, gi6), _ = _plan.views6([go, ind, gi], 2, out_index=2)
             n, c, _, hh, ww, lanes = gi6.shape
-            bh = _plan.scatter_blocks(hh, ww * lanes, n * c, _threads._cpu_count())
-            kernel = _kernels.MaxScatterKernel(go6, ind6, gi6, _plan.KINDS[dt], bh)
+            bh = _plan.scatter_blocks(hh, ww * lanes, n * c, _threads.CPU_COUNT)
+            kernel = _kernels.MaxScatterKernel(go6, ind6, gi6, _plan.KINDS[dt], bh,
+                                               gi.nbytes > _plan.STREAM_BYTES)
         elif go.size and not gi.size:
             # a zero-size plane with grad_output values: every index is out of range
             self._plane = 0
-        self._planned(kernel, _acc_dtype(dt), go.nbytes + gi.nbytes + ind.nbytes)
+        self._planned(kernel)
 
-    def _run(self, scratch, nt):
-        if self._kernel is None and self.grad_output.size:
-            self._raise_bad_index()
-        super()._run(scratch, nt)
-
-    def _check_values(self, nt):
-        if self._kernel.count_bad_indices(nt):
+    def _status(self, status):
+        # no kernel with grad_output values means an empty plane: every index is outside
+        if status or (status is None and self.grad_output.size):
             self._raise_bad_index()
 
     def _raise_bad_index(self):

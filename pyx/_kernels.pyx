@@ -12,6 +12,9 @@
 from cython.parallel cimport prange, parallel, threadid
 from libc.stdint cimport uint16_t, int32_t, int64_t, uint64_t
 from libc.string cimport memset
+from libc.stdlib cimport malloc, free
+from libc.stdint cimport uintptr_t
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_SIMPLE
 from libc.math cimport INFINITY
 
 cdef extern from "pg_half.h" nogil:
@@ -21,6 +24,13 @@ cdef extern from "pg_half.h" nogil:
     uint16_t pg_f32_to_bf16(float f)
     float pg_round_hf32(float f)
     float pg_round_fp16(float f)
+
+cdef extern from "pg_stream.h" nogil:
+    void pg_stream_f32(float* dst, const float* src, Py_ssize_t n)
+    void pg_stream_f64(double* dst, const double* src, Py_ssize_t n)
+    void pg_stream_u16(uint16_t* dst, const uint16_t* src, Py_ssize_t n)
+    void pg_store_fence()
+    int PG_HAVE_STREAM
 
 cdef extern from "pg_omp.h" nogil:
     int pg_omp_max_threads()
@@ -54,6 +64,7 @@ cdef enum:
     R_FP16 = 2
 
 OPENMP_ENABLED = bool(PG_OPENMP)
+STREAMING_STORES = bool(PG_HAVE_STREAM)
 OPENMP_VERSION = PG_OPENMP_VERSION
 
 
@@ -61,6 +72,114 @@ def omp_max_threads():
     """What the OpenMP runtime would give a parallel region now (1 without OpenMP)."""
     return pg_omp_max_threads()
 
+
+
+# --------------------------------------------------------------------------------------
+# execution shared by the planned kernels: thread count, workspace, scratch
+# --------------------------------------------------------------------------------------
+
+# Bytes of memory traffic below which a second thread does not pay for itself; each
+# further thread needs as much again (benchmarks/bench.py measures it).
+cdef enum:
+    C_GRAIN_BYTES = 1 << 18
+    # the workspace start is rounded up to this many bytes, which workspace sizes include
+    C_ALIGN = 64
+
+GRAIN_BYTES = C_GRAIN_BYTES
+ALIGN = C_ALIGN
+
+
+def _raise_invalid(arg, rule, value):
+    from pool_grad._errors import invalid
+    raise invalid(arg, rule, value)
+
+
+cdef class PlannedKernel:
+    """Execution shared by the planned kernels.  ``run`` picks the thread count from the
+    work size, takes per-thread scratch from the caller's workspace (or from a buffer the
+    kernel keeps between calls), and calls the subclass's ``_execute`` without the GIL."""
+    cdef readonly Py_ssize_t n_items
+    cdef readonly Py_ssize_t scratch_elems
+    cdef readonly Py_ssize_t scratch_bytes   # per thread
+    cdef readonly Py_ssize_t traffic         # bytes the call must move
+    cdef void* _own
+    cdef size_t _own_bytes
+    cdef bint _own_busy
+
+    def __dealloc__(self):
+        free(self._own)
+
+    cpdef int threads_for(self, int budget):
+        """Threads worth using within ``budget`` for this call's work size."""
+        cdef Py_ssize_t nt = budget
+        if nt > self.n_items:
+            nt = self.n_items
+        if nt > self.traffic // C_GRAIN_BYTES:
+            nt = self.traffic // C_GRAIN_BYTES
+        return <int>nt if nt > 1 else 1
+
+    def workspace_size(self, int budget):
+        if self.n_items == 0:
+            return 0
+        return self.scratch_bytes * self.threads_for(budget) + C_ALIGN
+
+    cdef Py_ssize_t _execute(self, char* scratch, int nt) except -1:
+        return 0
+
+    def run(self, workspace, int budget, Py_ssize_t need):
+        """Execute with at most ``budget`` threads; ``workspace`` None or a writeable
+        buffer of at least ``need`` bytes.  Returns the kernel's status (0: done)."""
+        cdef Py_buffer view
+        cdef int nt = self.threads_for(budget)
+        cdef size_t want, fit
+        cdef uintptr_t addr, off
+        cdef char* base
+        cdef bint owned = False, temp = False
+        cdef Py_ssize_t status
+        if self.n_items == 0:
+            return 0
+        if workspace is not None:
+            if PyObject_GetBuffer(workspace, &view, PyBUF_WRITABLE | PyBUF_SIMPLE) < 0:
+                _raise_invalid("workspace", "must be None or a writeable contiguous buffer",
+                               type(workspace).__name__)
+            try:
+                if view.len < need:
+                    _raise_invalid("workspace", f"must hold at least workspace_size = "
+                                   f"{need} bytes", f"{view.len} bytes")
+                addr = <uintptr_t>view.buf
+                off = (C_ALIGN - addr % C_ALIGN) % C_ALIGN
+                fit = (view.len - off) // self.scratch_bytes if view.len > off else 0
+                if fit < 1:
+                    _raise_invalid("workspace", "is too small for one thread's scratch",
+                                   f"{view.len} bytes")
+                if <size_t>nt > fit:
+                    nt = <int>fit
+                return self._execute(<char*>view.buf + off, nt)
+            finally:
+                PyBuffer_Release(&view)
+        want = self.scratch_bytes * nt + C_ALIGN
+        if not self._own_busy:
+            if self._own_bytes < want:
+                free(self._own)
+                self._own = malloc(want)
+                self._own_bytes = want if self._own != NULL else 0
+                if self._own == NULL:
+                    raise MemoryError("pool_grad: cannot allocate the scratch buffer")
+            base = <char*>self._own
+            self._own_busy = owned = True
+        else:  # the same kernel running in another Python thread: scratch of our own
+            base = <char*>malloc(want)
+            if base == NULL:
+                raise MemoryError("pool_grad: cannot allocate the scratch buffer")
+            temp = True
+        try:
+            addr = <uintptr_t>base
+            return self._execute(base + (C_ALIGN - addr % C_ALIGN) % C_ALIGN, nt)
+        finally:
+            if owned:
+                self._own_busy = False
+            if temp:
+                free(base)
 
 # --------------------------------------------------------------------------------------
 # strided rows <-> contiguous accumulation buffers
@@ -129,6 +248,36 @@ cdef inline void _store_block(const acc_t* src, store_t* dst, Py_ssize_t so, Py_
                 d[i * si] = <store_t>s[i]
 
 
+cdef inline void _store_row(acc_t* src, store_t* dst, Py_ssize_t sw, Py_ssize_t sl,
+                            Py_ssize_t W, Py_ssize_t L, int kind, int stream,
+                            uint16_t* tmp16) noexcept nogil:
+    """Store one (W, L) row of results.  A contiguous row of a large output goes out with
+    streaming stores; 16-bit rows are rounded into tmp16 first."""
+    cdef Py_ssize_t i, n = W * L
+    if L == 1 or (sl == 1 and sw == L):
+        if L == 1:
+            sl = sw
+        if stream and sl == 1:
+            if store_t is uint16_t:
+                if kind == K_F16:
+                    for i in range(n):
+                        tmp16[i] = pg_f32_to_f16(<float>src[i])
+                else:
+                    for i in range(n):
+                        tmp16[i] = pg_f32_to_bf16(<float>src[i])
+                pg_stream_u16(dst, tmp16, n)
+            elif store_t is float:
+                if acc_t is float:
+                    pg_stream_f32(dst, src, n)
+            else:
+                if acc_t is double:
+                    pg_stream_f64(dst, src, n)
+            return
+        _store_block(src, dst, 0, sl, 1, n, kind)
+    else:
+        _store_block(src, dst, sw, sl, W, L, kind)
+
+
 # --------------------------------------------------------------------------------------
 # separable average-pool gradient (AvgPool2dBackward, AdaptiveAvgPool3dBackward)
 # --------------------------------------------------------------------------------------
@@ -154,9 +303,46 @@ cdef struct Gather:
     const int64_t* hhi
     const int64_t* wlo
     const int64_t* whi
+    const int64_t* wtap     # m taps per input column (padding taps point at a -0.0 slot)
+    Py_ssize_t m            # taps per column, 0: use the [wlo, whi) ranges instead
     int scale_w
     int kind
     int rnd
+    int stream
+
+
+cdef void _expand_taps(const acc_t* grow, acc_t* erow, const int64_t* tap, Py_ssize_t m,
+                       Py_ssize_t W, Py_ssize_t L) noexcept nogil:
+    """erow[w] = grow[tap[w*m]] + ... + grow[tap[w*m + m-1]], added left to right: the
+    same sums as _expand_w (padding taps add -0.0, which changes nothing), branch-free."""
+    cdef Py_ssize_t iw, t, l
+    cdef const acc_t* src
+    cdef acc_t* dst
+    if L == 1:
+        if m == 1:
+            for iw in range(W):
+                erow[iw] = grow[tap[iw]]
+        elif m == 2:
+            for iw in range(W):
+                erow[iw] = grow[tap[2 * iw]] + grow[tap[2 * iw + 1]]
+        elif m == 3:
+            for iw in range(W):
+                erow[iw] = grow[tap[3 * iw]] + grow[tap[3 * iw + 1]] + grow[tap[3 * iw + 2]]
+        else:
+            for iw in range(W):
+                erow[iw] = grow[tap[m * iw]]
+                for t in range(1, m):
+                    erow[iw] = erow[iw] + grow[tap[m * iw + t]]
+        return
+    for iw in range(W):
+        dst = erow + iw * L
+        src = grow + tap[m * iw] * L
+        for l in range(L):
+            dst[l] = src[l]
+        for t in range(1, m):
+            src = grow + tap[m * iw + t] * L
+            for l in range(L):
+                dst[l] = dst[l] + src[l]
 
 
 cdef void _expand_w(const acc_t* grow, acc_t* erow, const int64_t* lo, const int64_t* hi,
@@ -214,14 +400,19 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
     cdef Py_ssize_t oh0 = g.hlo[h0], oh1 = g.hhi[h1 - 1]
     cdef Py_ssize_t noh = oh1 - oh0 if oh1 > oh0 else 0
     cdef acc_t* grow = buf
-    cdef acc_t* acc = buf + Wo * L
-    cdef acc_t* E = acc + rl
+    cdef acc_t* acc = buf + (Wo + 2) * L
+    cdef uint16_t* tmp16 = <uint16_t*>(acc + rl)
+    cdef acc_t* E = acc + rl + (rl + 1) // 2
     cdef acc_t* src
     cdef acc_t wgt, s
     cdef Py_ssize_t od, oh, ow, l, j, idd, ih, a, b, p, q
     cdef int first
     cdef const store_t* gbase = go + n * g.gs[0] + c * g.gs[1]
     cdef store_t* xbase = gi + n * g.xs[0] + c * g.xs[1]
+    # two slots past the row for the tap tables: +0.0 (an empty cover) and -0.0 (padding)
+    for l in range(L):
+        grow[Wo * L + l] = 0
+        grow[(Wo + 1) * L + l] = -0.0
     # grad_output rows -> E rows (each row scaled by ww per output column, then expanded)
     for od in range(od0, od1):
         for oh in range(oh0, oh1):
@@ -232,11 +423,18 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                 _load_block(gbase + od * g.gs[2] + oh * g.gs[3], g.gs[4], g.gs[5], Wo, L,
                             grow, g.kind, g.rnd)
             if g.scale_w:
-                for ow in range(Wo):
-                    s = ww[ow]
-                    for l in range(L):
-                        grow[ow * L + l] = grow[ow * L + l] * s
-            _expand_w(grow, E + ((od - od0) * noh + (oh - oh0)) * rl, g.wlo, g.whi, W, L)
+                if L == 1:
+                    for ow in range(Wo):
+                        grow[ow] = grow[ow] * ww[ow]
+                else:
+                    for ow in range(Wo):
+                        s = ww[ow]
+                        for l in range(L):
+                            grow[ow * L + l] = grow[ow * L + l] * s
+            if g.m:
+                _expand_taps(grow, E + ((od - od0) * noh + (oh - oh0)) * rl, g.wtap, g.m, W, L)
+            else:
+                _expand_w(grow, E + ((od - od0) * noh + (oh - oh0)) * rl, g.wlo, g.whi, W, L)
     # grad_input rows: weighted sums of the E rows that cover them, stored once
     for idd in range(d0, d1):
         for ih in range(h0, h1):
@@ -258,12 +456,8 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                             acc[j] = acc[j] + wgt * src[j]
             if first:
                 memset(acc, 0, rl * sizeof(acc_t))
-            if L == 1:
-                _store_block(acc, xbase + idd * g.xs[2] + ih * g.xs[3], 0, g.xs[4], 1, W,
-                             g.kind)
-            else:
-                _store_block(acc, xbase + idd * g.xs[2] + ih * g.xs[3], g.xs[4], g.xs[5],
-                             W, L, g.kind)
+            _store_row(acc, xbase + idd * g.xs[2] + ih * g.xs[3], g.xs[4], g.xs[5], W, L,
+                       g.kind, g.stream, tmp16)
 
 
 cdef void _gather_run(const store_t* go, store_t* gi, const Gather* g,
@@ -276,6 +470,7 @@ cdef void _gather_run(const store_t* go, store_t* gi, const Gather* g,
         buf = scratch + threadid() * per_thread
         for item in prange(n_items, schedule='static'):
             _gather_item(go, gi, g, wd, wh, ww, buf, item)
+        pg_store_fence()
 
 
 cdef inline void _fill_strides(Py_ssize_t* dst, arr):
@@ -284,7 +479,7 @@ cdef inline void _fill_strides(Py_ssize_t* dst, arr):
         dst[k] = arr.strides[k] // item
 
 
-cdef class AvgGatherKernel:
+cdef class AvgGatherKernel(PlannedKernel):
     """A planned average-pool gradient: the tables, blocks and typed views of one call.
 
     Built once at planning; ``run`` does no Python-level allocation of arrays and takes
@@ -300,22 +495,23 @@ cdef class AvgGatherKernel:
     cdef uint16_t[:, :, :, :, :, :] gi_h
     cdef const float[::1] wd_f, wh_f, ww_f
     cdef const double[::1] wd_d, wh_d, ww_d
-    cdef readonly Py_ssize_t scratch_elems
-    cdef readonly Py_ssize_t n_items
 
-    def __init__(self, go6, gi6, int kind, int rnd, tables, weights, Py_ssize_t bd,
-                 Py_ssize_t bh, Py_ssize_t rows, bint scale_w):
+    def __init__(self, go6, gi6, int kind, int rnd, tables, taps, weights, Py_ssize_t bd,
+                 Py_ssize_t bh, Py_ssize_t rows, bint scale_w, bint stream):
         cdef const int64_t[::1] t
         dlo, dhi, hlo, hhi, wlo, whi = tables
         wd, wh, ww = weights
-        self._keep = (go6, gi6, tables, weights)
+        self._keep = (go6, gi6, tables, taps, weights)
         g = &self.g
         g.N, g.C, g.D, g.H, g.W, g.L = gi6.shape
         g.Wo = go6.shape[4]
         g.bd, g.bh = bd, bh
         g.nbd = (g.D + bd - 1) // bd
         g.nbh = (g.H + bh - 1) // bh
-        g.kind, g.rnd, g.scale_w = kind, rnd, scale_w
+        g.kind, g.rnd, g.scale_w, g.stream = kind, rnd, scale_w, stream
+        g.m = 0 if taps is None else taps.shape[0] // gi6.shape[4]
+        if g.m:
+            t = taps; g.wtap = &t[0]
         _fill_strides(g.gs, go6)
         _fill_strides(g.xs, gi6)
         t = dlo; g.dlo = &t[0]
@@ -337,32 +533,29 @@ cdef class AvgGatherKernel:
                 self.gi_h = gi6
             self.wd_f, self.wh_f, self.ww_f = wd, wh, ww
         self.n_items = g.N * g.C * g.nbd * g.nbh
-        self.scratch_elems = g.Wo * g.L + g.W * g.L + rows * g.W * g.L
+        self.traffic = go6.nbytes + gi6.nbytes
+        # grow row + 2 sentinel slots, acc row, 16-bit staging row, E rows
+        self.scratch_elems = ((g.Wo + 2) * g.L + g.W * g.L + (g.W * g.L + 1) // 2
+                              + rows * g.W * g.L)
+        self.scratch_bytes = self.scratch_elems * (8 if kind == K_F64 else 4)
 
-    def run(self, scratch, int n_threads):
-        """Fill grad_input; ``scratch`` is an aligned float32/float64 array of at least
-        ``n_threads * scratch_elems`` elements."""
-        cdef float[::1] sf
-        cdef double[::1] sd
+    cdef Py_ssize_t _execute(self, char* scratch, int nt) except -1:
         cdef Gather* g = &self.g
         cdef Py_ssize_t per = self.scratch_elems
-        if self.n_items == 0:
-            return
-        if g.kind == K_F64:
-            sd = scratch
-            with nogil:
+        with nogil:
+            if g.kind == K_F64:
                 _gather_run(&self.go_d[0, 0, 0, 0, 0, 0], &self.gi_d[0, 0, 0, 0, 0, 0], g,
-                            &self.wd_d[0], &self.wh_d[0], &self.ww_d[0], &sd[0], per, n_threads)
-        elif g.kind == K_F32:
-            sf = scratch
-            with nogil:
+                            &self.wd_d[0], &self.wh_d[0], &self.ww_d[0], <double*>scratch,
+                            per, nt)
+            elif g.kind == K_F32:
                 _gather_run(&self.go_f[0, 0, 0, 0, 0, 0], &self.gi_f[0, 0, 0, 0, 0, 0], g,
-                            &self.wd_f[0], &self.wh_f[0], &self.ww_f[0], &sf[0], per, n_threads)
-        else:
-            sf = scratch
-            with nogil:
+                            &self.wd_f[0], &self.wh_f[0], &self.ww_f[0], <float*>scratch,
+                            per, nt)
+            else:
                 _gather_run(&self.go_h[0, 0, 0, 0, 0, 0], &self.gi_h[0, 0, 0, 0, 0, 0], g,
-                            &self.wd_f[0], &self.wh_f[0], &self.ww_f[0], &sf[0], per, n_threads)
+                            &self.wd_f[0], &self.wh_f[0], &self.ww_f[0], <float*>scratch,
+                            per, nt)
+        return 0
 
 
 # --------------------------------------------------------------------------------------
@@ -381,6 +574,7 @@ cdef struct Scatter:
     Py_ssize_t xs[6]
     Py_ssize_t js[6]
     int kind
+    int stream
 
 
 cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const Scatter* g,
@@ -417,11 +611,8 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
                         v = <acc_t>gp[l * g.gs[5]]
                     buf[(idx - lo) * L + l] += v
     for ih in range(h0, h1):
-        if L == 1:
-            _store_block(buf + (ih - h0) * W, xb + ih * g.xs[3], 0, g.xs[4], 1, W, g.kind)
-        else:
-            _store_block(buf + (ih - h0) * W * L, xb + ih * g.xs[3], g.xs[4], g.xs[5], W, L,
-                         g.kind)
+        _store_row(buf + (ih - h0) * W * L, xb + ih * g.xs[3], g.xs[4], g.xs[5], W, L,
+                   g.kind, g.stream, <uint16_t*>(buf + g.bh * W * L))
 
 
 cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const Scatter* g,
@@ -433,6 +624,7 @@ cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const S
         buf = scratch + threadid() * per_thread
         for item in prange(n_items, schedule='static'):
             _scatter_item(go, ind, gi, g, buf, item)
+        pg_store_fence()
 
 
 cdef Py_ssize_t _plane_bad(const idx_t* ind, const Scatter* g, Py_ssize_t p,
@@ -460,7 +652,7 @@ cdef Py_ssize_t _count_bad(const idx_t* ind, const Scatter* g, int nt) noexcept 
     return bad
 
 
-cdef class MaxScatterKernel:
+cdef class MaxScatterKernel(PlannedKernel):
     """A planned max-pool gradient (scatter to argmax indices) of one call."""
     cdef Scatter g
     cdef object _keep
@@ -473,10 +665,8 @@ cdef class MaxScatterKernel:
     cdef const int32_t[:, :, :, :, :, :] ind32
     cdef const int64_t[:, :, :, :, :, :] ind64
     cdef int idx64
-    cdef readonly Py_ssize_t scratch_elems
-    cdef readonly Py_ssize_t n_items
 
-    def __init__(self, go6, ind6, gi6, int kind, Py_ssize_t bh):
+    def __init__(self, go6, ind6, gi6, int kind, Py_ssize_t bh, bint stream):
         self._keep = (go6, ind6, gi6)
         g = &self.g
         g.N, g.C, _, g.H, g.W, g.L = gi6.shape
@@ -484,6 +674,7 @@ cdef class MaxScatterKernel:
         g.bh = bh
         g.nbh = (g.H + bh - 1) // bh if g.H > 0 else 0
         g.kind = kind
+        g.stream = stream
         _fill_strides(g.gs, go6)
         _fill_strides(g.xs, gi6)
         _fill_strides(g.js, ind6)
@@ -502,54 +693,55 @@ cdef class MaxScatterKernel:
         else:
             self.ind32 = ind6
         self.n_items = g.N * g.C * g.nbh
-        self.scratch_elems = bh * g.W * g.L
+        # accumulation block + 16-bit staging row
+        self.scratch_elems = bh * g.W * g.L + (g.W * g.L + 1) // 2
+        self.scratch_bytes = self.scratch_elems * (8 if kind == K_F64 else 4)
+        self.traffic = go6.nbytes + gi6.nbytes + ind6.nbytes
 
     def count_bad_indices(self, int n_threads):
-        """How many indices lie outside [0, H*W): checked before anything is written."""
+        """How many indices lie outside [0, H*W)."""
+        return self._count_bad(n_threads)
+
+    cdef Py_ssize_t _count_bad(self, int nt) except -1:
         cdef Py_ssize_t bad
-        if self.g.N * self.g.C * self.g.Ho * self.g.Wo * self.g.L == 0:
-            return 0
         with nogil:
             if self.idx64:
-                bad = _count_bad(&self.ind64[0, 0, 0, 0, 0, 0], &self.g, n_threads)
+                bad = _count_bad(&self.ind64[0, 0, 0, 0, 0, 0], &self.g, nt)
             else:
-                bad = _count_bad(&self.ind32[0, 0, 0, 0, 0, 0], &self.g, n_threads)
+                bad = _count_bad(&self.ind32[0, 0, 0, 0, 0, 0], &self.g, nt)
         return bad
 
-    def run(self, scratch, int n_threads):
-        cdef float[::1] sf
-        cdef double[::1] sd
+    cdef Py_ssize_t _execute(self, char* scratch, int nt) except -1:
+        """Check every index, then scatter; returns the number of bad indices (nothing is
+        written unless it is 0)."""
         cdef Scatter* g = &self.g
         cdef Py_ssize_t per = self.scratch_elems
-        if self.n_items == 0:
-            return
-        if g.kind == K_F64:
-            sd = scratch
-            with nogil:
+        cdef Py_ssize_t bad = self._count_bad(nt)
+        if bad:
+            return bad
+        with nogil:
+            if g.kind == K_F64:
                 if self.idx64:
                     _scatter_run(&self.go_d[0, 0, 0, 0, 0, 0], &self.ind64[0, 0, 0, 0, 0, 0],
-                                 &self.gi_d[0, 0, 0, 0, 0, 0], g, &sd[0], per, n_threads)
+                                 &self.gi_d[0, 0, 0, 0, 0, 0], g, <double*>scratch, per, nt)
                 else:
                     _scatter_run(&self.go_d[0, 0, 0, 0, 0, 0], &self.ind32[0, 0, 0, 0, 0, 0],
-                                 &self.gi_d[0, 0, 0, 0, 0, 0], g, &sd[0], per, n_threads)
-        elif g.kind == K_F32:
-            sf = scratch
-            with nogil:
+                                 &self.gi_d[0, 0, 0, 0, 0, 0], g, <double*>scratch, per, nt)
+            elif g.kind == K_F32:
                 if self.idx64:
                     _scatter_run(&self.go_f[0, 0, 0, 0, 0, 0], &self.ind64[0, 0, 0, 0, 0, 0],
-                                 &self.gi_f[0, 0, 0, 0, 0, 0], g, &sf[0], per, n_threads)
+                                 &self.gi_f[0, 0, 0, 0, 0, 0], g, <float*>scratch, per, nt)
                 else:
                     _scatter_run(&self.go_f[0, 0, 0, 0, 0, 0], &self.ind32[0, 0, 0, 0, 0, 0],
-                                 &self.gi_f[0, 0, 0, 0, 0, 0], g, &sf[0], per, n_threads)
-        else:
-            sf = scratch
-            with nogil:
+                                 &self.gi_f[0, 0, 0, 0, 0, 0], g, <float*>scratch, per, nt)
+            else:
                 if self.idx64:
                     _scatter_run(&self.go_h[0, 0, 0, 0, 0, 0], &self.ind64[0, 0, 0, 0, 0, 0],
-                                 &self.gi_h[0, 0, 0, 0, 0, 0], g, &sf[0], per, n_threads)
+                                 &self.gi_h[0, 0, 0, 0, 0, 0], g, <float*>scratch, per, nt)
                 else:
                     _scatter_run(&self.go_h[0, 0, 0, 0, 0, 0], &self.ind32[0, 0, 0, 0, 0, 0],
-                                 &self.gi_h[0, 0, 0, 0, 0, 0], g, &sf[0], per, n_threads)
+                                 &self.gi_h[0, 0, 0, 0, 0, 0], g, <float*>scratch, per, nt)
+        return 0
 
 
 # --------------------------------------------------------------------------------------
