@@ -86,8 +86,17 @@ def cover(start, end, in_size):
 
 # the most taps per input column for which the W expansion uses a tap table
 MAX_TAPS = 4
-# outputs larger than this are written with streaming (cache-bypassing) stores
+# outputs larger than this are written with streaming (cache-bypassing) stores, on rows of
+# at least STREAM_ROW_BYTES: measured (benchmarks/), streaming short rows is slower than
+# ordinary stores, while long rows (channels-last) gain 15-20 %
 STREAM_BYTES = 8 << 20
+STREAM_ROW_BYTES = 4096
+
+
+def streaming(out6):
+    """Whether the kernels should write this (6-D view of an) output with streaming stores."""
+    row = out6.shape[4] * out6.shape[5] * out6.itemsize
+    return out6.nbytes > STREAM_BYTES and row >= STREAM_ROW_BYTES
 
 
 def taps(lo, hi, n_out):
@@ -234,4 +243,5 @@ def gather_geometry(spec, shape6, acc, n_cpu):
     wts = tuple(np.ascontiguousarray(x, dtype=acc) for x in weights)
     for arr in tables + wts + ((tp,) if tp is not None else ()):
         arr.flags.writeable = False
-    return tables, tp, wts, bd, bh, rows, scale_w
+    terms = int((covs[0][1] - covs[0][0]).max()) * int((covs[1][1] - covs[1][0]).max())
+    return tables, tp, wts, bd, bh, rows, terms, scale_w

@@ -42,11 +42,11 @@ def _common_arrays(grad_output, x, grad_input, ranks, go_name, x_name, gi_name):
 def _gather_kernel(go, gi, n_spatial, spec, rnd):
     """Plan the separable average-pool gradient of one call (geometry from the cache)."""
     (go6, gi6), _ = _plan.views6([go, gi], n_spatial, out_index=1)
-    tables, taps, weights, bd, bh, rows, scale_w = _plan.gather_geometry(
+    tables, taps, weights, bd, bh, rows, terms, scale_w = _plan.gather_geometry(
         spec, gi6.shape, np.dtype(_acc_dtype(go.dtype)), _threads.CPU_COUNT)
     return _kernels.AvgGatherKernel(go6, gi6, _plan.KINDS[go.dtype], rnd, tables, taps,
-                                    weights, bd, bh, rows, scale_w,
-                                    gi.nbytes > _plan.STREAM_BYTES)
+                                    weights, bd, bh, rows, terms, scale_w,
+                                    _plan.streaming(gi6))
 
 
 class AvgPool2dBackward(Operator):
@@ -144,7 +144,7 @@ class AdaptiveMaxPool2dBackward(Operator):
             n, c, _, hh, ww, lanes = gi6.shape
             bh = _plan.scatter_blocks(hh, ww * lanes, n * c, _threads.CPU_COUNT)
             kernel = _kernels.MaxScatterKernel(go6, ind6, gi6, _plan.KINDS[dt], bh,
-                                               gi.nbytes > _plan.STREAM_BYTES)
+                                               _plan.streaming(gi6))
         elif go.size and not gi.size:
             # a zero-size plane with grad_output values: every index is out of range
             self._plane = 0

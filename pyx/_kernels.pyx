@@ -26,6 +26,10 @@ cdef extern from "pg_half.h" nogil:
     float pg_round_fp16(float f)
 
 cdef extern from "pg_stream.h" nogil:
+    void pg_combine_f32(float* dst, const float** rows, const float* w, int nr,
+                        Py_ssize_t n, int stream)
+    void pg_combine_f64(double* dst, const double** rows, const double* w, int nr,
+                        Py_ssize_t n, int stream)
     void pg_stream_f32(float* dst, const float* src, Py_ssize_t n)
     void pg_stream_f64(double* dst, const double* src, Py_ssize_t n)
     void pg_stream_u16(uint16_t* dst, const uint16_t* src, Py_ssize_t n)
@@ -251,13 +255,15 @@ cdef inline void _store_block(const acc_t* src, store_t* dst, Py_ssize_t so, Py_
 cdef inline void _store_row(acc_t* src, store_t* dst, Py_ssize_t sw, Py_ssize_t sl,
                             Py_ssize_t W, Py_ssize_t L, int kind, int stream,
                             uint16_t* tmp16) noexcept nogil:
-    """Store one (W, L) row of results.  A contiguous row of a large output goes out with
-    streaming stores; 16-bit rows are rounded into tmp16 first."""
+    """Store one (W, L) row of results.  A contiguous row of a large output that covers
+    whole cache lines goes out with streaming stores; 16-bit rows are rounded into tmp16
+    first."""
     cdef Py_ssize_t i, n = W * L
     if L == 1 or (sl == 1 and sw == L):
         if L == 1:
             sl = sw
-        if stream and sl == 1:
+        # streaming pays only on rows of several whole cache lines
+        if stream and sl == 1 and n * <Py_ssize_t>sizeof(store_t) >= 256:
             if store_t is uint16_t:
                 if kind == K_F16:
                     for i in range(n):
@@ -305,6 +311,7 @@ cdef struct Gather:
     const int64_t* whi
     const int64_t* wtap     # m taps per input column (padding taps point at a -0.0 slot)
     Py_ssize_t m            # taps per column, 0: use the [wlo, whi) ranges instead
+    Py_ssize_t max_terms    # most E rows that one grad_input row sums
     int scale_w
     int kind
     int rnd
@@ -399,14 +406,19 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
     cdef Py_ssize_t od0 = g.dlo[d0], od1 = g.dhi[d1 - 1]
     cdef Py_ssize_t oh0 = g.hlo[h0], oh1 = g.hhi[h1 - 1]
     cdef Py_ssize_t noh = oh1 - oh0 if oh1 > oh0 else 0
-    cdef acc_t* grow = buf
-    cdef acc_t* acc = buf + (Wo + 2) * L
+    # scratch: row pointers | weights | grow row + 2 slots | acc row | 16-bit row | E rows
+    cdef const acc_t** rows = <const acc_t**>buf
+    cdef acc_t* wts = buf + g.max_terms * (sizeof(void*) // sizeof(acc_t))
+    cdef acc_t* grow = wts + g.max_terms
+    cdef acc_t* acc = grow + (Wo + 2) * L
     cdef uint16_t* tmp16 = <uint16_t*>(acc + rl)
     cdef acc_t* E = acc + rl + (rl + 1) // 2
-    cdef acc_t* src
-    cdef acc_t wgt, s
-    cdef Py_ssize_t od, oh, ow, l, j, idd, ih, a, b, p, q
-    cdef int first
+    cdef acc_t s
+    cdef Py_ssize_t od, oh, ow, l, idd, ih, a, b, p, q
+    cdef int nr
+    cdef store_t* dst
+    # rows of grad_input that are contiguous are formed right in place
+    cdef bint direct = (L == 1 and g.xs[4] == 1) or (g.xs[5] == 1 and g.xs[4] == L)
     cdef const store_t* gbase = go + n * g.gs[0] + c * g.gs[1]
     cdef store_t* xbase = gi + n * g.xs[0] + c * g.xs[1]
     # two slots past the row for the tap tables: +0.0 (an empty cover) and -0.0 (padding)
@@ -442,22 +454,32 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
             b = g.dhi[idd]
             p = g.hlo[ih]
             q = g.hhi[ih]
-            first = 1
+            nr = 0
             for od in range(a, b):
                 for oh in range(p, q):
-                    wgt = wd[od] * wh[oh]
-                    src = E + ((od - od0) * noh + (oh - oh0)) * rl
-                    if first:
-                        for j in range(rl):
-                            acc[j] = wgt * src[j]
-                        first = 0
-                    else:
-                        for j in range(rl):
-                            acc[j] = acc[j] + wgt * src[j]
-            if first:
+                    wts[nr] = wd[od] * wh[oh]
+                    rows[nr] = E + ((od - od0) * noh + (oh - oh0)) * rl
+                    nr += 1
+            dst = xbase + idd * g.xs[2] + ih * g.xs[3]
+            if nr == 0:
                 memset(acc, 0, rl * sizeof(acc_t))
-            _store_row(acc, xbase + idd * g.xs[2] + ih * g.xs[3], g.xs[4], g.xs[5], W, L,
-                       g.kind, g.stream, tmp16)
+                _store_row(acc, dst, g.xs[4], g.xs[5], W, L, g.kind, 0, tmp16)
+                continue
+            if store_t is float:
+                if acc_t is float:
+                    if direct:
+                        pg_combine_f32(dst, rows, wts, nr, rl, g.stream)
+                        continue
+            if store_t is double:
+                if acc_t is double:
+                    if direct:
+                        pg_combine_f64(dst, rows, wts, nr, rl, g.stream)
+                        continue
+            if acc_t is float:
+                pg_combine_f32(acc, rows, wts, nr, rl, 0)
+            else:
+                pg_combine_f64(acc, rows, wts, nr, rl, 0)
+            _store_row(acc, dst, g.xs[4], g.xs[5], W, L, g.kind, g.stream, tmp16)
 
 
 cdef void _gather_run(const store_t* go, store_t* gi, const Gather* g,
@@ -497,7 +519,8 @@ cdef class AvgGatherKernel(PlannedKernel):
     cdef const double[::1] wd_d, wh_d, ww_d
 
     def __init__(self, go6, gi6, int kind, int rnd, tables, taps, weights, Py_ssize_t bd,
-                 Py_ssize_t bh, Py_ssize_t rows, bint scale_w, bint stream):
+                 Py_ssize_t bh, Py_ssize_t rows, Py_ssize_t max_terms, bint scale_w,
+                 bint stream):
         cdef const int64_t[::1] t
         dlo, dhi, hlo, hhi, wlo, whi = tables
         wd, wh, ww = weights
@@ -509,6 +532,7 @@ cdef class AvgGatherKernel(PlannedKernel):
         g.nbd = (g.D + bd - 1) // bd
         g.nbh = (g.H + bh - 1) // bh
         g.kind, g.rnd, g.scale_w, g.stream = kind, rnd, scale_w, stream
+        g.max_terms = max(max_terms, 1)
         g.m = 0 if taps is None else taps.shape[0] // gi6.shape[4]
         if g.m:
             t = taps; g.wtap = &t[0]
@@ -534,9 +558,11 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.wd_f, self.wh_f, self.ww_f = wd, wh, ww
         self.n_items = g.N * g.C * g.nbd * g.nbh
         self.traffic = go6.nbytes + gi6.nbytes
-        # grow row + 2 sentinel slots, acc row, 16-bit staging row, E rows
-        self.scratch_elems = ((g.Wo + 2) * g.L + g.W * g.L + (g.W * g.L + 1) // 2
-                              + rows * g.W * g.L)
+        # row pointers, weights, grow row + 2 sentinel slots, acc row, 16-bit staging row,
+        # E rows (see _gather_item)
+        self.scratch_elems = (g.max_terms * (sizeof(void*) // (8 if kind == K_F64 else 4))
+                              + g.max_terms + (g.Wo + 2) * g.L + g.W * g.L
+                              + (g.W * g.L + 1) // 2 + rows * g.W * g.L)
         self.scratch_bytes = self.scratch_elems * (8 if kind == K_F64 else 4)
 
     cdef Py_ssize_t _execute(self, char* scratch, int nt) except -1:

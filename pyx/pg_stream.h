@@ -1,8 +1,13 @@
 /*
- * Row stores that bypass the cache (non-temporal), for outputs far larger than the cache:
- * a normal store first reads the line it writes ("read for ownership"), so streaming
- * stores cut the memory traffic of writing grad_input by up to half.  Values are
- * bit-identical to plain stores; only the cache policy differs.
+ * Row writers of the average-pool gradient.
+ *
+ * pg_combine_*: dst[j] = w[0]*row[0][j] + w[1]*row[1][j] + ... (added left to right, no
+ * fused multiply-add), the one place where a grad_input row is formed from the expanded
+ * grad_output rows that cover it.  With `stream`, whole cache lines of dst are written with
+ * non-temporal stores: an ordinary store first reads the line it writes ("read for
+ * ownership"), so for outputs far larger than the cache streaming cuts the write traffic by
+ * up to half.  Lines only partly inside the row get ordinary stores, so no line ever mixes
+ * the two kinds.  Values are bit-identical either way; only the cache policy differs.
  */
 #ifndef PG_STREAM_H
 #define PG_STREAM_H
@@ -13,44 +18,127 @@
 #if defined(__SSE2__) || defined(_M_X64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2)
 #include <emmintrin.h>
 #define PG_HAVE_STREAM 1
+#else
+#define PG_HAVE_STREAM 0
+#endif
 
+/* first index at or after which dst is 64-byte aligned, and the end of the whole lines */
+#define PG_LINES(T, dst, n, head, body_end)                                          \
+    do {                                                                              \
+        ptrdiff_t mis_ = (ptrdiff_t)(((uintptr_t)(dst)) & 63u);                       \
+        head = mis_ ? (64 - mis_) / (ptrdiff_t)sizeof(T) : 0;                         \
+        if ((((uintptr_t)(dst)) % sizeof(T)) != 0 || head > n) head = n;              \
+        body_end = head + ((n - head) / (64 / (ptrdiff_t)sizeof(T))) * (64 / (ptrdiff_t)sizeof(T)); \
+    } while (0)
+
+static inline float pg_combine1_f32(const float *const *rows, const float *w, int nr, ptrdiff_t j)
+{
+    float s = w[0] * rows[0][j];
+    for (int r = 1; r < nr; r++) s = s + w[r] * rows[r][j];
+    return s;
+}
+
+static inline double pg_combine1_f64(const double *const *rows, const double *w, int nr, ptrdiff_t j)
+{
+    double s = w[0] * rows[0][j];
+    for (int r = 1; r < nr; r++) s = s + w[r] * rows[r][j];
+    return s;
+}
+
+static inline void pg_combine_f32(float *dst, const float *const *rows, const float *w,
+                                  int nr, ptrdiff_t n, int stream)
+{
+    ptrdiff_t j = 0, head = n, body_end = n;
+    if (nr == 1) {
+        const float *a = rows[0]; float wa = w[0];
+        if (!(PG_HAVE_STREAM && stream)) { for (j = 0; j < n; j++) dst[j] = wa * a[j]; return; }
+    } else if (nr == 2) {
+        const float *a = rows[0], *b = rows[1]; float wa = w[0], wb = w[1];
+        if (!(PG_HAVE_STREAM && stream)) {
+            for (j = 0; j < n; j++) dst[j] = wa * a[j] + wb * b[j];
+            return;
+        }
+    } else if (!(PG_HAVE_STREAM && stream)) {
+        for (j = 0; j < n; j++) dst[j] = w[0] * rows[0][j];
+        for (int r = 1; r < nr; r++) {
+            const float *a = rows[r]; float wa = w[r];
+            for (j = 0; j < n; j++) dst[j] = dst[j] + wa * a[j];
+        }
+        return;
+    }
+#if PG_HAVE_STREAM
+    PG_LINES(float, dst, n, head, body_end);
+    for (j = 0; j < head; j++) dst[j] = pg_combine1_f32(rows, w, nr, j);
+    for (; j < body_end; j += 4) {
+        __m128 s = _mm_mul_ps(_mm_set1_ps(w[0]), _mm_loadu_ps(rows[0] + j));
+        for (int r = 1; r < nr; r++)
+            s = _mm_add_ps(s, _mm_mul_ps(_mm_set1_ps(w[r]), _mm_loadu_ps(rows[r] + j)));
+        _mm_stream_ps(dst + j, s);
+    }
+    for (; j < n; j++) dst[j] = pg_combine1_f32(rows, w, nr, j);
+#endif
+}
+
+static inline void pg_combine_f64(double *dst, const double *const *rows, const double *w,
+                                  int nr, ptrdiff_t n, int stream)
+{
+    ptrdiff_t j = 0, head = n, body_end = n;
+    if (!(PG_HAVE_STREAM && stream)) {
+        if (nr == 1) {
+            for (j = 0; j < n; j++) dst[j] = w[0] * rows[0][j];
+        } else if (nr == 2) {
+            for (j = 0; j < n; j++) dst[j] = w[0] * rows[0][j] + w[1] * rows[1][j];
+        } else {
+            for (j = 0; j < n; j++) dst[j] = w[0] * rows[0][j];
+            for (int r = 1; r < nr; r++)
+                for (j = 0; j < n; j++) dst[j] = dst[j] + w[r] * rows[r][j];
+        }
+        return;
+    }
+#if PG_HAVE_STREAM
+    PG_LINES(double, dst, n, head, body_end);
+    for (j = 0; j < head; j++) dst[j] = pg_combine1_f64(rows, w, nr, j);
+    for (; j < body_end; j += 2) {
+        __m128d s = _mm_mul_pd(_mm_set1_pd(w[0]), _mm_loadu_pd(rows[0] + j));
+        for (int r = 1; r < nr; r++)
+            s = _mm_add_pd(s, _mm_mul_pd(_mm_set1_pd(w[r]), _mm_loadu_pd(rows[r] + j)));
+        _mm_stream_pd(dst + j, s);
+    }
+    for (; j < n; j++) dst[j] = pg_combine1_f64(rows, w, nr, j);
+#endif
+}
+
+/* a contiguous row copy with the same line policy (the max-pool scatter's store) */
 static inline void pg_stream_f32(float *dst, const float *src, ptrdiff_t n)
 {
-    ptrdiff_t i = 0;
-    while (i < n && ((uintptr_t)(dst + i) & 15u)) { dst[i] = src[i]; i++; }
-    for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
-    for (; i < n; i++) dst[i] = src[i];
+    const float *rows[1] = {src}; float w[1] = {1.0f};
+    pg_combine_f32(dst, rows, w, 1, n, 1);
 }
 
 static inline void pg_stream_f64(double *dst, const double *src, ptrdiff_t n)
 {
-    ptrdiff_t i = 0;
-    while (i < n && ((uintptr_t)(dst + i) & 15u)) { dst[i] = src[i]; i++; }
-    for (; i + 2 <= n; i += 2) _mm_stream_pd(dst + i, _mm_loadu_pd(src + i));
-    for (; i < n; i++) dst[i] = src[i];
+    const double *rows[1] = {src}; double w[1] = {1.0};
+    pg_combine_f64(dst, rows, w, 1, n, 1);
 }
 
 static inline void pg_stream_u16(uint16_t *dst, const uint16_t *src, ptrdiff_t n)
 {
-    ptrdiff_t i = 0;
-    while (i < n && ((uintptr_t)(dst + i) & 15u)) { dst[i] = src[i]; i++; }
-    for (; i + 8 <= n; i += 8)
-        _mm_stream_si128((__m128i *)(dst + i), _mm_loadu_si128((const __m128i *)(src + i)));
-    for (; i < n; i++) dst[i] = src[i];
+    ptrdiff_t j = 0, head = n, body_end = n;
+#if PG_HAVE_STREAM
+    PG_LINES(uint16_t, dst, n, head, body_end);
+    for (j = 0; j < head; j++) dst[j] = src[j];
+    for (; j < body_end; j += 8)
+        _mm_stream_si128((__m128i *)(dst + j), _mm_loadu_si128((const __m128i *)(src + j)));
+#endif
+    for (; j < n; j++) dst[j] = src[j];
 }
 
 /* streaming stores are weakly ordered: fence before other threads may read the data */
-static inline void pg_store_fence(void) { _mm_sfence(); }
-
-#else
-#define PG_HAVE_STREAM 0
-static inline void pg_stream_f32(float *d, const float *s, ptrdiff_t n)
-{ for (ptrdiff_t i = 0; i < n; i++) d[i] = s[i]; }
-static inline void pg_stream_f64(double *d, const double *s, ptrdiff_t n)
-{ for (ptrdiff_t i = 0; i < n; i++) d[i] = s[i]; }
-static inline void pg_stream_u16(uint16_t *d, const uint16_t *s, ptrdiff_t n)
-{ for (ptrdiff_t i = 0; i < n; i++) d[i] = s[i]; }
-static inline void pg_store_fence(void) {}
+static inline void pg_store_fence(void)
+{
+#if PG_HAVE_STREAM
+    _mm_sfence();
 #endif
+}
 
 #endif
