@@ -145,7 +145,11 @@ def extensions():
         "cdivision": True,
         "embedsignature": True,
     }
-    ext = Extension("pool_grad._kernels", ["pyx/_kernels.pyx"], include_dirs=["pyx"])
+    import numpy
+
+    ext = Extension("pool_grad._kernels", ["pyx/_kernels.pyx"],
+                    include_dirs=["pyx", numpy.get_include()],
+                    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
     return cythonize([ext], compiler_directives=directives, quiet=True)
 
 

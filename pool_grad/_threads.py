@@ -31,7 +31,7 @@ def set_num_threads(n):
     """Set the default number of threads of every pool_grad call (None: back to the
     OpenMP runtime's default, i.e. OMP_NUM_THREADS or all cores)."""
     global _user_threads
-    _user_threads = None if n is None else _check_positive(n, "n_threads")
+    _user_threads = None if n is None else min(_check_positive(n, "n_threads"), MAX_THREADS)
 
 
 def get_num_threads():
@@ -51,11 +51,15 @@ def _check_positive(n, name):
     return n
 
 
+# more threads than this are never started, whatever a call asks for
+MAX_THREADS = 1024
+
+
 def requested(n_threads):
-    """The thread budget of a call: n_threads, or the library default."""
+    """The thread budget of a call: n_threads (capped at MAX_THREADS), or the default."""
     if n_threads is None:
         return get_num_threads()
-    return _check_positive(n_threads, "n_threads")
+    return min(_check_positive(n_threads, "n_threads"), MAX_THREADS)
 
 
 def for_work(budget, nbytes, n_items):

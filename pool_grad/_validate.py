@@ -4,6 +4,7 @@ Each check raises the aclnn error the SPEC assigns, with a message that names th
 argument, the rule and the offending value.  Nothing here looks at array *values*.
 """
 import operator
+import os
 
 import numpy as np
 import ml_dtypes
@@ -14,10 +15,6 @@ BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16), BFLOAT16)
 INDEX_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
 _DTYPE_NAMES = "float32, float64, float16 or bfloat16"
-
-# the largest byte count pool_grad will plan for: beyond this numpy's own size arithmetic
-# (intp) would overflow
-MAX_BYTES = 2**62
 
 
 def not_none(value, name):
@@ -42,10 +39,51 @@ def as_input(value, name):
     return arr
 
 
+def physical_memory():
+    """Bytes of RAM of this machine (the bound for anything pool_grad allocates)."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 2**40
+
+
+def memory_fits(nbytes, name, what):
+    """161002 at planning, before allocating, for what could never fit in memory."""
+    limit = physical_memory()
+    if nbytes > limit:
+        raise invalid(name, f"needs {what} of {nbytes} bytes, more than this machine's "
+                      f"memory ({limit} bytes)", nbytes)
+
+
+class NewOutput:
+    """grad_input still to be allocated (by the functions): its allocation waits until
+    every check has passed, so a call that is refused allocates nothing."""
+
+    def __init__(self, shape, dtype, zero):
+        self.shape, self.dtype, self.zero = tuple(shape), np.dtype(dtype), zero
+
+    def allocate(self, name):
+        n = self.dtype.itemsize
+        for d in self.shape:
+            n *= d
+        memory_fits(n, name, "a new grad_input")
+        try:
+            return (np.zeros if self.zero else np.empty)(self.shape, self.dtype)
+        except (ValueError, MemoryError) as exc:  # numpy's own size limits
+            raise invalid(name, "cannot be allocated", f"shape {self.shape} ({exc})") \
+                from None
+
+
+def materialize(out, name):
+    return out.allocate(name) if isinstance(out, NewOutput) else out
+
+
 def as_output(value, name):
     """The output array: a real, writeable, aligned numpy array that does not overlap
     itself (written in place, so never converted)."""
     not_none(value, name)
+    if isinstance(value, NewOutput):
+        return value
     if not isinstance(value, np.ndarray):
         raise invalid(name, "must be a writeable numpy.ndarray", type(value).__name__)
     if not value.flags.writeable:
@@ -76,7 +114,7 @@ def has_internal_overlap(arr):
 
 
 def check_no_overlap(out, other, out_name, other_name):
-    if other is None or not np.may_share_memory(out, other):
+    if other is None or isinstance(out, NewOutput) or not np.may_share_memory(out, other):
         return
     try:
         overlap = np.shares_memory(out, other, max_work=1 << 20)
@@ -88,7 +126,7 @@ def check_no_overlap(out, other, out_name, other_name):
 
 def float_dtype(arr, name):
     dt = arr.dtype
-    if dt not in FLOAT_DTYPES:
+    if not isinstance(dt, np.dtype) or dt not in FLOAT_DTYPES:
         raise invalid(name, f"dtype must be {_DTYPE_NAMES}", str(dt))
     if not dt.isnative:
         raise invalid(name, "must be in the machine's byte order", str(dt))
@@ -125,28 +163,29 @@ def x_shape(x, grad_output, name="x"):
     return arr.shape, float_dtype(arr, name)
 
 
-def size_fits(shape, itemsize, name):
-    n = itemsize
-    for v in shape:
-        n *= v
-    if n > MAX_BYTES:
-        raise invalid(name, "must need at most 2**62 bytes", f"shape {shape}, {n} bytes")
-
-
 def _is_int(v):
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+# integer parameters are held below this magnitude, so that all window arithmetic
+# (start = o*s - p, end = start + k, ...) stays inside int64
+INT_LIMIT = 2**62
 
 
 def int_param(v, name):
     if not _is_int(v):
         raise invalid(name, "must be an integer", repr(v))
-    return operator.index(v)
+    v = operator.index(v)
+    if not -INT_LIMIT < v < INT_LIMIT:
+        raise invalid(name, "must lie strictly between -2**62 and 2**62", v)
+    return v
 
 
 def int_tuple(value, name, lengths, empty=None):
     """An int or a sequence of ints of an allowed length, as a tuple of that length."""
     if _is_int(value):
-        return (int(value), int(value))
+        value = int_param(value, name)
+        return (value, value)
     if isinstance(value, np.ndarray):
         value = value.tolist()
     try:
@@ -199,6 +238,4 @@ def avg_params(kernel_size, stride, padding, ceil_mode, count_include_pad, divis
     count_include_pad = flag(count_include_pad, "count_include_pad")
     override = 0 if divisor_override is None else int_param(divisor_override,
                                                             "divisor_override")
-    if not -2**63 <= override < 2**63:
-        raise invalid("divisor_override", "must fit in int64", override)
     return k, s, p, ceil_mode, count_include_pad, override

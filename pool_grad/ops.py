@@ -14,6 +14,13 @@ from ._execute import Operator
 _ROUND_NONE, _ROUND_HF32, _ROUND_FP16 = 0, 1, 2
 
 
+def _nbytes(shape, dtype):
+    n = dtype.itemsize
+    for d in shape:
+        n *= d
+    return n
+
+
 def _acc_dtype(dtype):
     return np.float64 if dtype == np.float64 else np.float32
 
@@ -39,11 +46,31 @@ def _common_arrays(grad_output, x, grad_input, ranks, go_name, x_name, gi_name):
     return go, xs, gi, dt
 
 
+def _extent(a):
+    """Bytes an array really spans (a zero-stride view spans almost none)."""
+    return a.itemsize + sum((n - 1) * abs(st) for n, st in zip(a.shape, a.strides)) \
+        if a.size else 0
+
+
+def _check_plan_size(in_sizes, out_sizes, go, gi_bytes):
+    """The window tables hold a few int64 per input and output index, at most about 12
+    times the bytes of a real grad_input; refuse, before building them, sizes that only a
+    zero-stride grad_output can have."""
+    need = 48 * (sum(in_sizes) + sum(out_sizes))
+    if need > max(64 << 20, 16 * (_extent(go) + gi_bytes)):
+        raise invalid("grad_output", f"needs window tables of {need} bytes, more than 16 "
+                      f"times the memory of grad_output and grad_input", go.shape)
+
+
 def _gather_kernel(go, gi, n_spatial, spec, rnd):
     """Plan the separable average-pool gradient of one call (geometry from the cache)."""
     (go6, gi6), _ = _plan.views6([go, gi], n_spatial, out_index=1)
     tables, taps, weights, bd, bh, rows, terms, scale_w = _plan.gather_geometry(
         spec, gi6.shape, np.dtype(_acc_dtype(go.dtype)), _threads.CPU_COUNT)
+    n, c, d, h, w, lanes = gi6.shape
+    scratch = (8 if go.dtype == np.float64 else 4) * (
+        3 * terms + (go6.shape[4] + 2 + 2 * w + rows * w) * lanes)
+    v.memory_fits(scratch * _threads.CPU_COUNT, "grad_output", "scratch rows")
     return _kernels.AvgGatherKernel(go6, gi6, _plan.KINDS[go.dtype], rnd, tables, taps,
                                     weights, bd, bh, rows, terms, scale_w,
                                     _plan.streaming(gi6))
@@ -86,6 +113,9 @@ class AvgPool2dBackward(Operator):
                           f"{tuple(outs)}", go.shape[-2:])
         v.n_c_match(go.shape, xs, 2, "grad_output")
         v.check_no_overlap(gi, go, "grad_input", "grad_output")
+        if go.size:
+            _check_plan_size(in_hw, outs, go, _nbytes(xs, dt))
+        gi = v.materialize(gi, "x")
 
         self.grad_output, self.grad_input = go, gi
         self.kernel_size, self.stride, self.padding = k, s, p
@@ -110,6 +140,8 @@ class AdaptiveAvgPool3dBackward(Operator):
                 raise invalid(name, "must not have a zero-size dimension", shape)
         v.n_c_match(go.shape, xs, 3, "grad_output")
         v.check_no_overlap(gi, go, "grad_input", "grad_output")
+        _check_plan_size(xs[-3:], go.shape[-3:], go, _nbytes(xs, dt))
+        gi = v.materialize(gi, "x")
         self.grad_output, self.grad_input = go, gi
         spec = ("adaptive3d", tuple(xs[-3:]), tuple(go.shape[-3:]))
         kernel = _gather_kernel(go, gi, 3, spec, _ROUND_NONE)
@@ -136,6 +168,7 @@ class AdaptiveMaxPool2dBackward(Operator):
                           f"{h}*{w} = {h * w}")
         v.check_no_overlap(gi, go, "grad_input", "grad_output")
         v.check_no_overlap(gi, ind, "grad_input", "indices")
+        gi = v.materialize(gi, "x")
         self.grad_output, self.indices, self.grad_input = go, ind, gi
         self._plane = h * w
         kernel = None

@@ -15,6 +15,9 @@ from libc.string cimport memset
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport uintptr_t
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_SIMPLE
+cimport numpy as cnp
+
+cnp.import_array()
 from libc.math cimport INFINITY
 
 cdef extern from "pg_half.h" nogil:
@@ -26,9 +29,9 @@ cdef extern from "pg_half.h" nogil:
     float pg_round_fp16(float f)
 
 cdef extern from "pg_stream.h" nogil:
-    void pg_combine_f32(float* dst, const float** rows, const float* w, int nr,
+    void pg_combine_f32(float* dst, const float** rows, const float* w, Py_ssize_t nr,
                         Py_ssize_t n, int stream)
-    void pg_combine_f64(double* dst, const double** rows, const double* w, int nr,
+    void pg_combine_f64(double* dst, const double** rows, const double* w, Py_ssize_t nr,
                         Py_ssize_t n, int stream)
     void pg_stream_f32(float* dst, const float* src, Py_ssize_t n)
     void pg_stream_f64(double* dst, const double* src, Py_ssize_t n)
@@ -106,6 +109,10 @@ cdef class PlannedKernel:
     cdef readonly Py_ssize_t scratch_elems
     cdef readonly Py_ssize_t scratch_bytes   # per thread
     cdef readonly Py_ssize_t traffic         # bytes the call must move
+    # first elements of the planned arrays (run) - run_on passes other arrays' instead
+    cdef char* p_go
+    cdef char* p_gi
+    cdef char* p_ind
     cdef void* _own
     cdef size_t _own_bytes
     cdef bint _own_busy
@@ -127,12 +134,26 @@ cdef class PlannedKernel:
             return 0
         return self.scratch_bytes * self.threads_for(budget) + C_ALIGN
 
-    cdef Py_ssize_t _execute(self, char* scratch, int nt) except -1:
+    cdef Py_ssize_t _execute(self, char* scratch, int nt, char* go, char* gi,
+                             char* ind) except -1:
         return 0
+
+    def run_on(self, cnp.ndarray grad_output, cnp.ndarray grad_input, indices, int budget):
+        """Run this plan on other arrays of exactly the planned shapes, strides and dtypes
+        (the one-shot functions' cache of validated configurations guarantees it)."""
+        cdef char* ind = NULL
+        if indices is not None:
+            ind = <char*>cnp.PyArray_DATA(<cnp.ndarray>indices)
+        return self._run(None, budget, 0, <char*>cnp.PyArray_DATA(grad_output),
+                         <char*>cnp.PyArray_DATA(grad_input), ind)
 
     def run(self, workspace, int budget, Py_ssize_t need):
         """Execute with at most ``budget`` threads; ``workspace`` None or a writeable
         buffer of at least ``need`` bytes.  Returns the kernel's status (0: done)."""
+        return self._run(workspace, budget, need, self.p_go, self.p_gi, self.p_ind)
+
+    cdef object _run(self, workspace, int budget, Py_ssize_t need, char* go, char* gi,
+                     char* ind):
         cdef Py_buffer view
         cdef int nt = self.threads_for(budget)
         cdef size_t want, fit
@@ -158,7 +179,7 @@ cdef class PlannedKernel:
                                    f"{view.len} bytes")
                 if <size_t>nt > fit:
                     nt = <int>fit
-                return self._execute(<char*>view.buf + off, nt)
+                return self._execute(<char*>view.buf + off, nt, go, gi, ind)
             finally:
                 PyBuffer_Release(&view)
         want = self.scratch_bytes * nt + C_ALIGN
@@ -178,7 +199,7 @@ cdef class PlannedKernel:
             temp = True
         try:
             addr = <uintptr_t>base
-            return self._execute(base + (C_ALIGN - addr % C_ALIGN) % C_ALIGN, nt)
+            return self._execute(base + (C_ALIGN - addr % C_ALIGN) % C_ALIGN, nt, go, gi, ind)
         finally:
             if owned:
                 self._own_busy = False
@@ -415,7 +436,7 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
     cdef acc_t* E = acc + rl + (rl + 1) // 2
     cdef acc_t s
     cdef Py_ssize_t od, oh, ow, l, idd, ih, a, b, p, q
-    cdef int nr
+    cdef Py_ssize_t nr
     cdef store_t* dst
     # rows of grad_input that are contiguous are formed right in place
     cdef bint direct = (L == 1 and g.xs[4] == 1) or (g.xs[5] == 1 and g.xs[4] == L)
@@ -547,14 +568,20 @@ cdef class AvgGatherKernel(PlannedKernel):
         if kind == K_F64:
             self.go_d = go6
             self.gi_d = gi6
+            self.p_go = <char*>&self.go_d[0, 0, 0, 0, 0, 0]
+            self.p_gi = <char*>&self.gi_d[0, 0, 0, 0, 0, 0]
             self.wd_d, self.wh_d, self.ww_d = wd, wh, ww
         else:
             if kind == K_F32:
                 self.go_f = go6
                 self.gi_f = gi6
+                self.p_go = <char*>&self.go_f[0, 0, 0, 0, 0, 0]
+                self.p_gi = <char*>&self.gi_f[0, 0, 0, 0, 0, 0]
             else:
                 self.go_h = go6
                 self.gi_h = gi6
+                self.p_go = <char*>&self.go_h[0, 0, 0, 0, 0, 0]
+                self.p_gi = <char*>&self.gi_h[0, 0, 0, 0, 0, 0]
             self.wd_f, self.wh_f, self.ww_f = wd, wh, ww
         self.n_items = g.N * g.C * g.nbd * g.nbh
         self.traffic = go6.nbytes + gi6.nbytes
@@ -565,22 +592,20 @@ cdef class AvgGatherKernel(PlannedKernel):
                               + (g.W * g.L + 1) // 2 + rows * g.W * g.L)
         self.scratch_bytes = self.scratch_elems * (8 if kind == K_F64 else 4)
 
-    cdef Py_ssize_t _execute(self, char* scratch, int nt) except -1:
+    cdef Py_ssize_t _execute(self, char* scratch, int nt, char* go, char* gi,
+                             char* ind) except -1:
         cdef Gather* g = &self.g
         cdef Py_ssize_t per = self.scratch_elems
         with nogil:
             if g.kind == K_F64:
-                _gather_run(&self.go_d[0, 0, 0, 0, 0, 0], &self.gi_d[0, 0, 0, 0, 0, 0], g,
-                            &self.wd_d[0], &self.wh_d[0], &self.ww_d[0], <double*>scratch,
-                            per, nt)
+                _gather_run(<const double*>go, <double*>gi, g, &self.wd_d[0], &self.wh_d[0],
+                            &self.ww_d[0], <double*>scratch, per, nt)
             elif g.kind == K_F32:
-                _gather_run(&self.go_f[0, 0, 0, 0, 0, 0], &self.gi_f[0, 0, 0, 0, 0, 0], g,
-                            &self.wd_f[0], &self.wh_f[0], &self.ww_f[0], <float*>scratch,
-                            per, nt)
+                _gather_run(<const float*>go, <float*>gi, g, &self.wd_f[0], &self.wh_f[0],
+                            &self.ww_f[0], <float*>scratch, per, nt)
             else:
-                _gather_run(&self.go_h[0, 0, 0, 0, 0, 0], &self.gi_h[0, 0, 0, 0, 0, 0], g,
-                            &self.wd_f[0], &self.wh_f[0], &self.ww_f[0], <float*>scratch,
-                            per, nt)
+                _gather_run(<const uint16_t*>go, <uint16_t*>gi, g, &self.wd_f[0],
+                            &self.wh_f[0], &self.ww_f[0], <float*>scratch, per, nt)
         return 0
 
 
@@ -707,17 +732,25 @@ cdef class MaxScatterKernel(PlannedKernel):
         if kind == K_F64:
             self.go_d = go6
             self.gi_d = gi6
+            self.p_go = <char*>&self.go_d[0, 0, 0, 0, 0, 0]
+            self.p_gi = <char*>&self.gi_d[0, 0, 0, 0, 0, 0]
         elif kind == K_F32:
             self.go_f = go6
             self.gi_f = gi6
+            self.p_go = <char*>&self.go_f[0, 0, 0, 0, 0, 0]
+            self.p_gi = <char*>&self.gi_f[0, 0, 0, 0, 0, 0]
         else:
             self.go_h = go6
             self.gi_h = gi6
+            self.p_go = <char*>&self.go_h[0, 0, 0, 0, 0, 0]
+            self.p_gi = <char*>&self.gi_h[0, 0, 0, 0, 0, 0]
         self.idx64 = ind6.itemsize == 8
         if self.idx64:
             self.ind64 = ind6
+            self.p_ind = <char*>&self.ind64[0, 0, 0, 0, 0, 0]
         else:
             self.ind32 = ind6
+            self.p_ind = <char*>&self.ind32[0, 0, 0, 0, 0, 0]
         self.n_items = g.N * g.C * g.nbh
         # accumulation block + 16-bit staging row
         self.scratch_elems = bh * g.W * g.L + (g.W * g.L + 1) // 2
@@ -726,47 +759,48 @@ cdef class MaxScatterKernel(PlannedKernel):
 
     def count_bad_indices(self, int n_threads):
         """How many indices lie outside [0, H*W)."""
-        return self._count_bad(n_threads)
+        return self._count_bad(n_threads, self.p_ind)
 
-    cdef Py_ssize_t _count_bad(self, int nt) except -1:
+    cdef Py_ssize_t _count_bad(self, int nt, char* ind) except -1:
         cdef Py_ssize_t bad
         with nogil:
             if self.idx64:
-                bad = _count_bad(&self.ind64[0, 0, 0, 0, 0, 0], &self.g, nt)
+                bad = _count_bad(<const int64_t*>ind, &self.g, nt)
             else:
-                bad = _count_bad(&self.ind32[0, 0, 0, 0, 0, 0], &self.g, nt)
+                bad = _count_bad(<const int32_t*>ind, &self.g, nt)
         return bad
 
-    cdef Py_ssize_t _execute(self, char* scratch, int nt) except -1:
+    cdef Py_ssize_t _execute(self, char* scratch, int nt, char* go, char* gi,
+                             char* ind) except -1:
         """Check every index, then scatter; returns the number of bad indices (nothing is
         written unless it is 0)."""
         cdef Scatter* g = &self.g
         cdef Py_ssize_t per = self.scratch_elems
-        cdef Py_ssize_t bad = self._count_bad(nt)
+        cdef Py_ssize_t bad = self._count_bad(nt, ind)
         if bad:
             return bad
         with nogil:
             if g.kind == K_F64:
                 if self.idx64:
-                    _scatter_run(&self.go_d[0, 0, 0, 0, 0, 0], &self.ind64[0, 0, 0, 0, 0, 0],
-                                 &self.gi_d[0, 0, 0, 0, 0, 0], g, <double*>scratch, per, nt)
+                    _scatter_run(<const double*>go, <const int64_t*>ind, <double*>gi, g,
+                                 <double*>scratch, per, nt)
                 else:
-                    _scatter_run(&self.go_d[0, 0, 0, 0, 0, 0], &self.ind32[0, 0, 0, 0, 0, 0],
-                                 &self.gi_d[0, 0, 0, 0, 0, 0], g, <double*>scratch, per, nt)
+                    _scatter_run(<const double*>go, <const int32_t*>ind, <double*>gi, g,
+                                 <double*>scratch, per, nt)
             elif g.kind == K_F32:
                 if self.idx64:
-                    _scatter_run(&self.go_f[0, 0, 0, 0, 0, 0], &self.ind64[0, 0, 0, 0, 0, 0],
-                                 &self.gi_f[0, 0, 0, 0, 0, 0], g, <float*>scratch, per, nt)
+                    _scatter_run(<const float*>go, <const int64_t*>ind, <float*>gi, g,
+                                 <float*>scratch, per, nt)
                 else:
-                    _scatter_run(&self.go_f[0, 0, 0, 0, 0, 0], &self.ind32[0, 0, 0, 0, 0, 0],
-                                 &self.gi_f[0, 0, 0, 0, 0, 0], g, <float*>scratch, per, nt)
+                    _scatter_run(<const float*>go, <const int32_t*>ind, <float*>gi, g,
+                                 <float*>scratch, per, nt)
             else:
                 if self.idx64:
-                    _scatter_run(&self.go_h[0, 0, 0, 0, 0, 0], &self.ind64[0, 0, 0, 0, 0, 0],
-                                 &self.gi_h[0, 0, 0, 0, 0, 0], g, <float*>scratch, per, nt)
+                    _scatter_run(<const uint16_t*>go, <const int64_t*>ind, <uint16_t*>gi, g,
+                                 <float*>scratch, per, nt)
                 else:
-                    _scatter_run(&self.go_h[0, 0, 0, 0, 0, 0], &self.ind32[0, 0, 0, 0, 0, 0],
-                                 &self.gi_h[0, 0, 0, 0, 0, 0], g, <float*>scratch, per, nt)
+                    _scatter_run(<const uint16_t*>go, <const int32_t*>ind, <uint16_t*>gi, g,
+                                 <float*>scratch, per, nt)
         return 0
 
 

@@ -31,22 +31,22 @@
         body_end = head + ((n - head) / (64 / (ptrdiff_t)sizeof(T))) * (64 / (ptrdiff_t)sizeof(T)); \
     } while (0)
 
-static inline float pg_combine1_f32(const float *const *rows, const float *w, int nr, ptrdiff_t j)
+static inline float pg_combine1_f32(const float *const *rows, const float *w, ptrdiff_t nr, ptrdiff_t j)
 {
     float s = w[0] * rows[0][j];
-    for (int r = 1; r < nr; r++) s = s + w[r] * rows[r][j];
+    for (ptrdiff_t r = 1; r < nr; r++) s = s + w[r] * rows[r][j];
     return s;
 }
 
-static inline double pg_combine1_f64(const double *const *rows, const double *w, int nr, ptrdiff_t j)
+static inline double pg_combine1_f64(const double *const *rows, const double *w, ptrdiff_t nr, ptrdiff_t j)
 {
     double s = w[0] * rows[0][j];
-    for (int r = 1; r < nr; r++) s = s + w[r] * rows[r][j];
+    for (ptrdiff_t r = 1; r < nr; r++) s = s + w[r] * rows[r][j];
     return s;
 }
 
 static inline void pg_combine_f32(float *dst, const float *const *rows, const float *w,
-                                  int nr, ptrdiff_t n, int stream)
+                                  ptrdiff_t nr, ptrdiff_t n, int stream)
 {
     ptrdiff_t j = 0, head = n, body_end = n;
     if (nr == 1) {
@@ -60,7 +60,7 @@ static inline void pg_combine_f32(float *dst, const float *const *rows, const fl
         }
     } else if (!(PG_HAVE_STREAM && stream)) {
         for (j = 0; j < n; j++) dst[j] = w[0] * rows[0][j];
-        for (int r = 1; r < nr; r++) {
+        for (ptrdiff_t r = 1; r < nr; r++) {
             const float *a = rows[r]; float wa = w[r];
             for (j = 0; j < n; j++) dst[j] = dst[j] + wa * a[j];
         }
@@ -71,7 +71,7 @@ static inline void pg_combine_f32(float *dst, const float *const *rows, const fl
     for (j = 0; j < head; j++) dst[j] = pg_combine1_f32(rows, w, nr, j);
     for (; j < body_end; j += 4) {
         __m128 s = _mm_mul_ps(_mm_set1_ps(w[0]), _mm_loadu_ps(rows[0] + j));
-        for (int r = 1; r < nr; r++)
+        for (ptrdiff_t r = 1; r < nr; r++)
             s = _mm_add_ps(s, _mm_mul_ps(_mm_set1_ps(w[r]), _mm_loadu_ps(rows[r] + j)));
         _mm_stream_ps(dst + j, s);
     }
@@ -80,7 +80,7 @@ static inline void pg_combine_f32(float *dst, const float *const *rows, const fl
 }
 
 static inline void pg_combine_f64(double *dst, const double *const *rows, const double *w,
-                                  int nr, ptrdiff_t n, int stream)
+                                  ptrdiff_t nr, ptrdiff_t n, int stream)
 {
     ptrdiff_t j = 0, head = n, body_end = n;
     if (!(PG_HAVE_STREAM && stream)) {
@@ -90,7 +90,7 @@ static inline void pg_combine_f64(double *dst, const double *const *rows, const 
             for (j = 0; j < n; j++) dst[j] = w[0] * rows[0][j] + w[1] * rows[1][j];
         } else {
             for (j = 0; j < n; j++) dst[j] = w[0] * rows[0][j];
-            for (int r = 1; r < nr; r++)
+            for (ptrdiff_t r = 1; r < nr; r++)
                 for (j = 0; j < n; j++) dst[j] = dst[j] + w[r] * rows[r][j];
         }
         return;
@@ -100,7 +100,7 @@ static inline void pg_combine_f64(double *dst, const double *const *rows, const 
     for (j = 0; j < head; j++) dst[j] = pg_combine1_f64(rows, w, nr, j);
     for (; j < body_end; j += 2) {
         __m128d s = _mm_mul_pd(_mm_set1_pd(w[0]), _mm_loadu_pd(rows[0] + j));
-        for (int r = 1; r < nr; r++)
+        for (ptrdiff_t r = 1; r < nr; r++)
             s = _mm_add_pd(s, _mm_mul_pd(_mm_set1_pd(w[r]), _mm_loadu_pd(rows[r] + j)));
         _mm_stream_pd(dst + j, s);
     }
