@@ -10,9 +10,8 @@ from . import _kernels, _threads
 _OPENMP_SPECS = {200203: "2.0", 200505: "2.5", 200805: "3.0", 201107: "3.1", 201307: "4.0",
                  201511: "4.5", 201811: "5.0", 202011: "5.1", 202111: "5.2", 202411: "6.0"}
 
-# The DLL names of the OpenMP runtimes an MSVC (/openmp, /openmp:llvm) or Intel build links.
-_WINDOWS_OPENMP_DLLS = ("vcomp140.dll", "libomp140.x86_64.dll", "libomp140.aarch64.dll",
-                        "libiomp5md.dll")
+# How the OpenMP runtime DLLs that MSVC (/openmp, /openmp:llvm) or Intel builds link begin.
+_WINDOWS_OPENMP_DLLS = ("vcomp", "libomp", "libiomp5")
 
 
 def _build_info():
@@ -45,18 +44,38 @@ def _posix_library_of(handle, symbol):
 
 
 def _windows_loaded_dll():
+    """The loaded OpenMP runtime DLL, preferring one bundled with pool_grad (delvewheel
+    renames it, e.g. vcomp140-<hash>.dll in pool_grad.libs/)."""
+    from ctypes import wintypes
+
     kernel32 = ctypes.WinDLL("kernel32", use_last_error=True)
-    kernel32.GetModuleHandleW.restype = ctypes.c_void_p
-    kernel32.GetModuleHandleW.argtypes = [ctypes.c_wchar_p]
-    kernel32.GetModuleFileNameW.argtypes = [ctypes.c_void_p, ctypes.c_wchar_p,
-                                            ctypes.c_uint32]
-    for name in _WINDOWS_OPENMP_DLLS:
-        module = kernel32.GetModuleHandleW(name)
-        if module:
-            buf = ctypes.create_unicode_buffer(32768)
-            if kernel32.GetModuleFileNameW(module, buf, len(buf)):
-                return buf.value
-    return None
+    kernel32.GetCurrentProcess.restype = wintypes.HANDLE
+    kernel32.K32EnumProcessModulesEx.argtypes = [
+        wintypes.HANDLE, ctypes.POINTER(wintypes.HMODULE), wintypes.DWORD,
+        ctypes.POINTER(wintypes.DWORD), wintypes.DWORD]
+    kernel32.GetModuleFileNameW.argtypes = [wintypes.HMODULE, wintypes.LPWSTR, wintypes.DWORD]
+    process = kernel32.GetCurrentProcess()
+    size = 1024
+    while True:
+        modules = (wintypes.HMODULE * size)()
+        needed = wintypes.DWORD()
+        if not kernel32.K32EnumProcessModulesEx(process, modules, ctypes.sizeof(modules),
+                                                ctypes.byref(needed), 3):  # LIST_MODULES_ALL
+            return None
+        count = needed.value // ctypes.sizeof(wintypes.HMODULE)
+        if count <= size:
+            break
+        size = count
+    name = ctypes.create_unicode_buffer(32768)
+    found = []
+    for module in modules[:count]:
+        if module and kernel32.GetModuleFileNameW(module, name, len(name)):
+            base = os.path.basename(name.value).lower()
+            if base.startswith(_WINDOWS_OPENMP_DLLS):
+                found.append(name.value)
+    ours = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    bundled = [f for f in found if os.path.abspath(f).lower().startswith(ours.lower())]
+    return (bundled or found or [None])[0]
 
 
 def openmp_library():

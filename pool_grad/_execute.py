@@ -8,6 +8,17 @@ from ._errors import invalid
 from ._stream import Stream
 
 
+def _span(a):
+    """[lo, hi) byte addresses an array's elements occupy."""
+    lo = hi = a.__array_interface__["data"][0]
+    for n, st in zip(a.shape, a.strides):
+        if st > 0:
+            hi += (n - 1) * st
+        else:
+            lo += (n - 1) * st
+    return lo, hi + a.itemsize
+
+
 class Operator:
     """A validated, planned call.  Construction has done every check that does not
     depend on array values; ``execute`` runs the kernel (again, if called again)."""
@@ -15,10 +26,11 @@ class Operator:
     _kernel = None
     _workspace_size = 0
 
-    def _planned(self, kernel):
+    def _planned(self, kernel, arrays):
         self._kernel = kernel
         if kernel is not None:
             self._workspace_size = kernel.workspace_size(_threads.get_num_threads())
+            kernel.extents = [_span(a) for a in arrays]
 
     @property
     def workspace_size(self):
@@ -52,9 +64,12 @@ class Operator:
         except TypeError:
             raise invalid("workspace", "must be None or a writeable contiguous buffer",
                           type(workspace).__name__) from None
-        if mv.readonly or not mv.contiguous:
+        if mv.readonly or not mv.c_contiguous:
             raise invalid("workspace", "must be None or a writeable contiguous buffer",
                           "a read-only or strided buffer")
+        if "O" in mv.format or "T" in mv.format:
+            raise invalid("workspace", "must hold plain bytes or numbers (no objects or "
+                          "records)", f"buffer format {mv.format!r}")
         if mv.nbytes < self._workspace_size:
             raise invalid("workspace", f"must hold at least workspace_size = "
                           f"{self._workspace_size} bytes", f"{mv.nbytes} bytes")

@@ -53,14 +53,21 @@ def avg_output_sizes(in_hw, k, s, p, ceil_mode):
 
 
 def avg_windows(in_size, out, k, s, p, count_include_pad):
-    """Clipped windows and divisor factors of average pooling along one axis."""
-    o = np.arange(out, dtype=np.int64)
+    """Clipped windows and divisor factors of average pooling along one axis.
+
+    Parameters near the int64 limits (which aclnn accepts) are computed in exact Python
+    integers: the unclipped window bounds can then exceed int64, though the clipped ones
+    and the output length (at most in + 1 then) stay small."""
+    exact = max(abs(k), abs(s), abs(p), in_size, out) >= 2**40
+    o = np.arange(out, dtype=object if exact else np.int64)
     start = o * s - p
     end = np.minimum(start + k, in_size + p)
     pool = end - start
     start = np.maximum(start, 0)
     end = np.minimum(end, in_size)
     factor = pool if count_include_pad else end - start
+    if exact:
+        return start.astype(np.int64), end.astype(np.int64), factor.astype(np.float64)
     return start, end, factor
 
 

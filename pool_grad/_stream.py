@@ -1,6 +1,23 @@
 """Stream: an in-order queue of executes on one worker thread (aclnn's aclrtStream)."""
 import queue
 import threading
+import weakref
+
+
+def _work(jobs, errors, lock):
+    """The worker: runs jobs in order until the stop sentinel (None).  It holds no
+    reference to its Stream, so a Stream that is dropped is collected and stops it."""
+    while True:
+        job = jobs.get()
+        try:
+            if job is None:
+                return
+            job()
+        except BaseException as exc:  # kept for synchronize, never lost
+            with lock:
+                errors.append(exc)
+        finally:
+            jobs.task_done()
 
 
 class Stream:
@@ -17,21 +34,12 @@ class Stream:
     def _submit(self, job):
         with self._lock:
             if self._worker is None or not self._worker.is_alive():
-                self._worker = threading.Thread(target=self._loop, name="pool_grad-stream",
-                                                daemon=True)
+                self._worker = threading.Thread(
+                    target=_work, args=(self._jobs, self._errors, self._lock),
+                    name="pool_grad-stream", daemon=True)
                 self._worker.start()
+                weakref.finalize(self, self._jobs.put, None)
         self._jobs.put(job)
-
-    def _loop(self):
-        while True:
-            job = self._jobs.get()
-            try:
-                job()
-            except BaseException as exc:  # kept for synchronize, never lost
-                with self._lock:
-                    self._errors.append(exc)
-            finally:
-                self._jobs.task_done()
 
     def synchronize(self):
         """Wait until every submitted job has run; raise the first error since the last
@@ -41,7 +49,8 @@ class Stream:
         while not done.wait(0.05):  # a timed wait keeps Ctrl-C deliverable
             pass
         with self._lock:
-            errors, self._errors = self._errors, []
+            errors = self._errors[:]
+            del self._errors[:]
         if errors:
             raise errors[0]
 

@@ -167,17 +167,13 @@ def _is_int(v):
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
-# integer parameters are held below this magnitude, so that all window arithmetic
-# (start = o*s - p, end = start + k, ...) stays inside int64
-INT_LIMIT = 2**62
-
-
 def int_param(v, name):
+    """An integer that fits aclnn's int64."""
     if not _is_int(v):
         raise invalid(name, "must be an integer", repr(v))
     v = operator.index(v)
-    if not -INT_LIMIT < v < INT_LIMIT:
-        raise invalid(name, "must lie strictly between -2**62 and 2**62", v)
+    if not -2**63 <= v < 2**63:
+        raise invalid(name, "must fit in int64", v)
     return v
 
 
@@ -186,13 +182,13 @@ def int_tuple(value, name, lengths, empty=None):
     if _is_int(value):
         value = int_param(value, name)
         return (value, value)
-    if isinstance(value, np.ndarray):
+    if isinstance(value, np.ndarray) and value.ndim == 1:
         value = value.tolist()
-    try:
-        items = list(value)
-    except TypeError:
-        raise invalid(name, "must be an integer or a sequence of integers",
-                      repr(value)) from None
+    if not isinstance(value, (list, tuple, range)):
+        # sets and dicts have no order, bytes are not integers, iterators are used up
+        raise invalid(name, "must be an integer or a list or tuple of integers",
+                      repr(value))
+    items = list(value)
     if len(items) == 0 and empty is not None:
         return empty
     if len(items) not in lengths:

@@ -43,6 +43,8 @@ def _common_arrays(grad_output, x, grad_input, ranks, go_name, x_name, gi_name):
                       f"{go.ndim}-D shape {go.shape}")
     if gi.shape != xs:
         raise invalid(gi_name, f"shape must equal {x_name}'s shape {xs}", gi.shape)
+    if go is not grad_output and isinstance(grad_output, np.ndarray):
+        v.check_no_overlap(gi, grad_output, gi_name, go_name)  # before an aligned copy
     return go, xs, gi, dt
 
 
@@ -125,7 +127,7 @@ class AvgPool2dBackward(Operator):
         if go.size and gi.size:
             spec = ("avg2d", tuple(in_hw), outs, k, s, p, count_include_pad, override)
             kernel = _gather_kernel(go, gi, 2, spec, rnd)
-        self._planned(kernel)
+        self._planned(kernel, (go, gi))
 
 
 class AdaptiveAvgPool3dBackward(Operator):
@@ -145,7 +147,7 @@ class AdaptiveAvgPool3dBackward(Operator):
         self.grad_output, self.grad_input = go, gi
         spec = ("adaptive3d", tuple(xs[-3:]), tuple(go.shape[-3:]))
         kernel = _gather_kernel(go, gi, 3, spec, _ROUND_NONE)
-        self._planned(kernel)
+        self._planned(kernel, (go, gi))
 
 
 class AdaptiveMaxPool2dBackward(Operator):
@@ -157,6 +159,8 @@ class AdaptiveMaxPool2dBackward(Operator):
         go, xs, gi, dt = _common_arrays(grad_output, x, grad_input, (3, 4),
                                         "grad_output", "x", "grad_input")
         ind = v.as_input(indices, "indices")
+        if ind is not indices and isinstance(indices, np.ndarray):
+            v.check_no_overlap(gi, indices, "grad_input", "indices")
         v.index_dtype(ind, "indices")
         if ind.shape != go.shape:
             raise invalid("indices", f"shape must equal grad_output's shape {go.shape}",
@@ -181,7 +185,7 @@ class AdaptiveMaxPool2dBackward(Operator):
         elif go.size and not gi.size:
             # a zero-size plane with grad_output values: every index is out of range
             self._plane = 0
-        self._planned(kernel)
+        self._planned(kernel, (go, ind, gi))
 
     def _status(self, status):
         # no kernel with grad_output values means an empty plane: every index is outside

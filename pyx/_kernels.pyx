@@ -14,7 +14,8 @@ from libc.stdint cimport uint16_t, int32_t, int64_t, uint64_t
 from libc.string cimport memset
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport uintptr_t
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE, PyBUF_SIMPLE
+from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE,
+                             PyBUF_FORMAT)
 cimport numpy as cnp
 
 cnp.import_array()
@@ -27,6 +28,11 @@ cdef extern from "pg_half.h" nogil:
     uint16_t pg_f32_to_bf16(float f)
     float pg_round_hf32(float f)
     float pg_round_fp16(float f)
+    void pg_bf16_to_f32_row(const uint16_t* s, float* d, Py_ssize_t n)
+    void pg_f32_to_bf16_row(const float* s, uint16_t* d, Py_ssize_t n)
+    void pg_f16_to_f32_row(const uint16_t* s, float* d, Py_ssize_t n)
+    void pg_f32_to_f16_row(const float* s, uint16_t* d, Py_ssize_t n)
+    int pg_have_f16c()
 
 cdef extern from "pg_stream.h" nogil:
     void pg_combine_f32(float* dst, const float** rows, const float* w, Py_ssize_t nr,
@@ -72,6 +78,11 @@ cdef enum:
 
 OPENMP_ENABLED = bool(PG_OPENMP)
 STREAMING_STORES = bool(PG_HAVE_STREAM)
+
+
+def f16c_in_use():
+    """Whether float16 rows are converted with the CPU's F16C instructions."""
+    return bool(pg_have_f16c())
 OPENMP_VERSION = PG_OPENMP_VERSION
 
 
@@ -101,6 +112,14 @@ def _raise_invalid(arg, rule, value):
     raise invalid(arg, rule, value)
 
 
+cdef bint _plain_format(const char* fmt):
+    """A struct-module format of one plain number or byte, e.g. 'B', '<f', '=e'."""
+    cdef bytes f = fmt
+    if f[:1] in (b"@", b"=", b"<", b">", b"!"):
+        f = f[1:]
+    return len(f) == 1 and f in b"cbB?hHiIlLqQnNefdg"
+
+
 cdef class PlannedKernel:
     """Execution shared by the planned kernels.  ``run`` picks the thread count from the
     work size, takes per-thread scratch from the caller's workspace (or from a buffer the
@@ -113,6 +132,7 @@ cdef class PlannedKernel:
     cdef char* p_go
     cdef char* p_gi
     cdef char* p_ind
+    cdef public object extents       # (lo, hi) byte addresses the planned arrays span
     cdef void* _own
     cdef size_t _own_bytes
     cdef bint _own_busy
@@ -164,10 +184,24 @@ cdef class PlannedKernel:
         if self.n_items == 0:
             return 0
         if workspace is not None:
-            if PyObject_GetBuffer(workspace, &view, PyBUF_WRITABLE | PyBUF_SIMPLE) < 0:
-                _raise_invalid("workspace", "must be None or a writeable contiguous buffer",
-                               type(workspace).__name__)
             try:
+                # contiguous (no strides asked for), writeable, plain data
+                PyObject_GetBuffer(workspace, &view, PyBUF_WRITABLE | PyBUF_FORMAT)
+            except (BufferError, TypeError, ValueError) as exc:
+                _raise_invalid("workspace", "must be None or a writeable contiguous buffer",
+                               f"{type(workspace).__name__} ({exc})")
+            try:
+                if view.format != NULL and not _plain_format(view.format):
+                    # scratch bytes written over object pointers would crash the interpreter
+                    _raise_invalid("workspace", "must hold plain bytes or numbers (no "
+                                   "objects or records)", f"buffer format {view.format!r}")
+                if self.extents is not None:
+                    for lo, hi in self.extents:
+                        if <uintptr_t>view.buf < <uintptr_t>hi and \
+                                <uintptr_t>lo < <uintptr_t>view.buf + <uintptr_t>view.len:
+                            _raise_invalid("workspace", "must not overlap grad_output, "
+                                           "indices or grad_input", "a buffer sharing "
+                                           "their memory")
                 if view.len < need:
                     _raise_invalid("workspace", f"must hold at least workspace_size = "
                                    f"{need} bytes", f"{view.len} bytes")
@@ -222,9 +256,17 @@ cdef inline void _load_block(const store_t* src, Py_ssize_t so, Py_ssize_t si,
         d = dst + o * ni
         if store_t is uint16_t:
             if kind == K_F16:
+                if acc_t is float:
+                    if si == 1:
+                        pg_f16_to_f32_row(s, d, ni)
+                        continue
                 for i in range(ni):
                     d[i] = pg_f16_to_f32(s[i * si])
             else:
+                if acc_t is float:
+                    if si == 1:
+                        pg_bf16_to_f32_row(s, d, ni)
+                        continue
                 for i in range(ni):
                     d[i] = pg_bf16_to_f32(s[i * si])
         elif store_t is float:
@@ -260,9 +302,17 @@ cdef inline void _store_block(const acc_t* src, store_t* dst, Py_ssize_t so, Py_
         d = dst + o * so
         if store_t is uint16_t:
             if kind == K_F16:
+                if acc_t is float:
+                    if si == 1:
+                        pg_f32_to_f16_row(s, d, ni)
+                        continue
                 for i in range(ni):
                     d[i * si] = pg_f32_to_f16(<float>s[i])
             else:
+                if acc_t is float:
+                    if si == 1:
+                        pg_f32_to_bf16_row(s, d, ni)
+                        continue
                 for i in range(ni):
                     d[i * si] = pg_f32_to_bf16(<float>s[i])
         elif si == 1:
@@ -287,8 +337,13 @@ cdef inline void _store_row(acc_t* src, store_t* dst, Py_ssize_t sw, Py_ssize_t 
         if stream and sl == 1 and n * <Py_ssize_t>sizeof(store_t) >= 256:
             if store_t is uint16_t:
                 if kind == K_F16:
-                    for i in range(n):
-                        tmp16[i] = pg_f32_to_f16(<float>src[i])
+                    if acc_t is float:
+                        pg_f32_to_f16_row(src, tmp16, n)
+                    else:
+                        for i in range(n):
+                            tmp16[i] = pg_f32_to_f16(<float>src[i])
+                elif acc_t is float:
+                    pg_f32_to_bf16_row(src, tmp16, n)
                 else:
                     for i in range(n):
                         tmp16[i] = pg_f32_to_bf16(<float>src[i])

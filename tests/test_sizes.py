@@ -1,0 +1,252 @@
+"""Sizes (issue #6, point 2): element counts and byte sizes that overflow 32/64-bit
+arithmetic, kernel/stride/padding values near the int64 limits, outputs that would need
+terabytes.  Each call gives a correct result or a clear 161002 at planning, before any large
+allocation -- never OverflowError, MemoryError, a plain ValueError, a hang or a silently
+wrong answer.  The kernels' index arithmetic is checked to be 64-bit by reading the source."""
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import pool_grad as pg
+
+from reference import ref_avg_pool2d_backward, ref_avg_pool2d_output_size
+
+INVALID = pg.ACLNN_ERR_PARAM_INVALID
+
+
+@pytest.fixture(autouse=True)
+def _address_space_cap():
+    """Cap the address space at what the process uses + 4 GiB while a test runs, so that a
+    huge allocation the library should never attempt fails with MemoryError instead of
+    driving the machine into the OOM killer.  Not under AddressSanitizer (its shadow
+    memory is a huge reservation)."""
+    try:
+        import resource
+    except ImportError:
+        yield
+        return
+    if "asan" in os.environ.get("LD_PRELOAD", "") or not os.path.exists("/proc/self/status"):
+        yield
+        return
+    with open("/proc/self/status") as f:
+        vm = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmSize:"))
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    cap = vm + (4 << 30)
+    if hard != resource.RLIM_INFINITY:
+        cap = min(cap, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (cap, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _planning_peak(fn):
+    """(outcome, peak bytes traced) of fn(); outcome is the result or the exception."""
+    tracemalloc.start()
+    try:
+        try:
+            out = fn()
+        except Exception as exc:  # noqa: BLE001 - the caller judges the class
+            out = exc
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _assert_clear_161002(outcome, peak, limit=64 << 20):
+    assert isinstance(outcome, pg.AclnnError), f"not an AclnnError: {outcome!r}"
+    assert outcome.code == INVALID, outcome
+    assert peak < limit, f"{peak} bytes allocated before the error"
+
+
+def _correct_or_161002(fn, want):
+    try:
+        got = fn()
+    except pg.AclnnError as exc:
+        assert exc.code == INVALID
+        return
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-6, atol=1e-30)
+
+
+# ------------------------------------------------------------ kernel/stride/padding limits
+
+@pytest.mark.parametrize("stride", [2**31, 2**32 + 1, 2**62, 2**63 - 1, 2**63, 2**64, 2**100])
+def test_huge_stride(stride):
+    """A stride beyond the input gives one output position: correct, or 161002."""
+    go = np.arange(1, 3, dtype=np.float64).reshape(1, 2, 1, 1)
+    want = ref_avg_pool2d_backward(go, (1, 2, 3, 3), (2, 2), (stride, stride), (0, 0),
+                                   False, True, 0)
+    _correct_or_161002(lambda: pg.avg_pool2d_backward(go, (1, 2, 3, 3), 2, stride), want)
+
+
+@pytest.mark.parametrize("k,p,s", [
+    (2**62, 2**61, None), (2**63 - 1, 2**62 - 1, None), (2**63 - 1, 2**62 - 1, 1),
+    (2**63, 2**62, None), (2**64, 2**63, None), (2**64 + 1, 2**63, 1), (2**100, 2**99, None),
+])
+@pytest.mark.parametrize("cip", [True, False])
+def test_kernel_and_padding_near_int64_limits(k, p, s, cip):
+    """Kernels and paddings around 2**63 with an input of 3: the output size arithmetic
+    is exact (Python ints), so either the reference's answer or a clear 161002."""
+    H = 3
+    ss = k if s is None else s
+    outs = ref_avg_pool2d_output_size(H, k, ss, p, False)
+    assert outs >= 1
+    go = np.linspace(1, 2, outs * 1 * 2).reshape(1, 2, outs, 1)
+    want = ref_avg_pool2d_backward(go, (1, 2, H, 1), (k, 1), (ss, 1), (p, 0), False, cip, 0)
+    _correct_or_161002(lambda: pg.avg_pool2d_backward(
+        go, (1, 2, H, 1), (k, 1), None if s is None else (s, 1), (p, 0),
+        count_include_pad=cip), want)
+
+
+@pytest.mark.parametrize("cip", [True, False])
+def test_window_end_past_int64_is_not_silently_wrong(cip):
+    """H = 3, kernel 2**63-1, stride 2**62, padding 2**62-1, ceil_mode: two windows; the
+    second one starts at 1 and its end, start + kernel = 2**63, does not fit in int64.
+    Planning in wrapping int64 arithmetic gives all zeros; the right answer is the
+    reference's (or a clear 161002)."""
+    go = np.ones((1, 1, 2, 1))
+    args = ((2**63 - 1, 1), (2**62, 1), (2**62 - 1, 0), True, cip, 0)
+    want = ref_avg_pool2d_backward(go, (1, 1, 3, 1), *args)
+    assert want.any()
+    _correct_or_161002(lambda: pg.avg_pool2d_backward(
+        go, (1, 1, 3, 1), args[0], args[1], args[2], ceil_mode=True, count_include_pad=cip),
+        want)
+
+
+@pytest.mark.parametrize("div", [1, -1, 2**31, -2**31, 2**53 + 1])
+def test_divisor_override_limits(div):
+    go = np.full((1, 1, 2, 2), 3.0)
+    want = ref_avg_pool2d_backward(go, (1, 1, 4, 4), (2, 2), (2, 2), (0, 0), False, True, div)
+    got = pg.avg_pool2d_backward(go, (1, 1, 4, 4), 2, divisor_override=div)
+    np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)
+
+
+@pytest.mark.parametrize("div", [2**62, 2**63 - 1, -2**63, 2**63, -2**63 - 1, 2**64, 2**100])
+def test_divisor_override_near_and_beyond_int64(div):
+    """SPEC: "no range limit"; a clear 161002 is accepted too, never OverflowError."""
+    go = np.full((1, 1, 2, 2), 3.0)
+    want = ref_avg_pool2d_backward(go, (1, 1, 4, 4), (2, 2), (2, 2), (0, 0), False, True, div)
+    _correct_or_161002(lambda: pg.avg_pool2d_backward(go, (1, 1, 4, 4), 2,
+                                                      divisor_override=div), want)
+
+
+@pytest.mark.parametrize("n", [2**31, 2**32 + 1, 2**63 - 1, 2**63, 2**100])
+def test_huge_n_threads_is_capped(n, restore_num_threads):
+    rng = np.random.default_rng(0)
+    go = rng.random((2, 8, 32, 32)).astype(np.float32)
+    want = pg.avg_pool2d_backward(go, (2, 8, 64, 64), 2, n_threads=1)
+    got = pg.avg_pool2d_backward(go, (2, 8, 64, 64), 2, n_threads=n)
+    assert np.array_equal(got, want)
+    pg.set_num_threads(n)
+    assert np.array_equal(pg.avg_pool2d_backward(go, (2, 8, 64, 64), 2), want)
+
+
+# ------------------------------------------------------------ shapes
+
+@pytest.mark.parametrize("shape,dtype", [
+    ((1, 2**40, 2**10, 2**10), np.float64),        # 8 EiB: beyond the 2**62-byte limit
+    ((1, 2**30, 2**20, 2**20), np.float16),        # elements overflow int64
+    ((1, 2**31 + 1, 2**31 + 1), np.float32),       # 3-D form, 2**64 bytes
+    ((1, 1, 2**20, 2**20), np.float32),            # 4 TiB (invalid kernel: must not allocate)
+    ((2**20, 1, 2**20, 2**20), np.float32),        # 4 EiB
+])
+def test_avg_huge_x_shape_is_161002_before_allocating(shape, dtype):
+    go = np.broadcast_to(np.ones((), dtype), shape[:-2] + (1, 1))
+    outcome, peak = _planning_peak(lambda: pg.avg_pool2d_backward(go, shape, 2**62))
+    _assert_clear_161002(outcome, peak)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 2**14, 2**14, 2**12), (2**20, 1, 2**20, 2**20, 1),
+                                   (1, 1, 2**63 - 1, 1, 1)])
+def test_adaptive_huge_x_shape_is_161002_before_allocating(shape):
+    go = np.broadcast_to(np.float32(1), shape[:2] + (1, 1, 1))
+    outcome, peak = _planning_peak(lambda: pg.adaptive_avg_pool3d_backward(go, shape))
+    _assert_clear_161002(outcome, peak)
+
+
+@pytest.mark.parametrize("out_shape", [(1, 1, 1, 1, 2**40), (1, 1, 2**20, 2**20, 2**20),
+                                       (1, 1, 2**40, 1, 1), (1, 1, 2**30, 2**10, 1)])
+def test_adaptive_terabyte_output_size_is_161002_at_planning(out_shape):
+    """grad_output as a zero-stride view of (logically) terabytes: the window tables alone
+    would need as many int64s as the output size -- a clear 161002 at planning, not a
+    MemoryError (or an out-of-memory kill)."""
+    go = np.broadcast_to(np.float32(1), out_shape)
+    gi = np.zeros((1, 1, 1, 1, 2), np.float32)
+    for make in (lambda: pg.adaptive_avg_pool3d_backward(go, gi.shape),
+                 lambda: pg.AdaptiveAvgPool3dBackward(go, gi.shape, gi)):
+        outcome, peak = _planning_peak(make)
+        _assert_clear_161002(outcome, peak)
+
+
+@pytest.mark.parametrize("shape", [(0, 1, 2**62, 2**62), (0, 1, 2**64, 2**64),
+                                   (1, 0, 2**40, 2**40), (0, 2**40, 2**40, 4)])
+def test_zero_size_x_with_huge_dims(shape):
+    """A zero-size x whose other dimensions are huge: an empty result or a clear 161002,
+    never numpy's ValueError ("array is too big", "Maximum allowed dimension exceeded")."""
+    go = np.ones(shape[:2] + (1, 1), np.float32) if shape[0] * shape[1] == 0 else None
+    try:
+        res = pg.avg_pool2d_backward(go, shape, 2**62 if shape[2] >= 2**62 else 4)
+    except pg.AclnnError as exc:
+        assert exc.code == INVALID
+    else:
+        assert res.size == 0 and res.shape == shape
+
+
+def test_max_plane_over_int32_is_161002_before_allocating():
+    """H*W > 2**31-1 is 161002 at planning whatever the index dtype; the function layer
+    must not allocate a 4 GiB grad_input before it says so."""
+    shape = (1, 1, 46341, 46341)  # H*W = 2**31 + 88454
+    go = np.zeros((1, 1, 1, 1), np.float16)
+    for idt in (np.int32, np.int64):
+        ind = np.zeros((1, 1, 1, 1), idt)
+        outcome, peak = _planning_peak(
+            lambda: pg.adaptive_max_pool2d_backward(go, shape, ind))
+        _assert_clear_161002(outcome, peak)
+        assert "H*W" in str(outcome) or "2**31" in str(outcome), outcome
+
+
+def test_max_plane_over_int32_with_zero_batch():
+    """Even with nothing to compute (N = 0), H*W > 2**31-1 is 161002 at planning."""
+    go = np.zeros((0, 1, 1, 1), np.float32)
+    ind = np.zeros((0, 1, 1, 1), np.int64)
+    with pytest.raises(pg.ParamInvalidError, match=r"H\*W|2\*\*31"):
+        pg.adaptive_max_pool2d_backward(go, (0, 1, 2**16, 2**16), ind)
+
+
+# ------------------------------------------------------------ the kernels' integer types
+
+_PYX = os.path.join(os.path.dirname(__file__), os.pardir, "pyx", "_kernels.pyx")
+# C ints that are flags or thread counts, never an index, extent or offset
+_INT_OK = {"kind", "rnd", "nt", "n_threads", "first", "idx64", "scale_w", "stream",
+           "budget", "threads_for", "pg_have_f16c",
+           "PG_OPENMP", "PG_OPENMP_VERSION", "PG_HAVE_STREAM"}
+
+
+@pytest.mark.skipif(not os.path.exists(_PYX), reason="needs the source checkout")
+def test_kernel_index_arithmetic_is_64_bit():
+    """Every C integer in pyx/_kernels.pyx that can hold an index, a size, a stride or an
+    offset is Py_ssize_t / int64_t / size_t: `int` is allowed only for flags and thread
+    counts, and no `long`, `short`, `unsigned` or `int32_t` (except as the index *storage*
+    type) variable is declared."""
+    src = open(_PYX).read()
+    code = "\n".join(line.split("#", 1)[0] for line in src.splitlines())
+    bad = []
+    for m in re.finditer(r"\b(?:cdef\s+)?(?:const\s+)?(?:unsigned\s+)?int\s+(\w+)", code):
+        if m.group(1) not in _INT_OK and m.group(1) != "pg_omp_max_threads":
+            bad.append(m.group(0))
+    for m in re.finditer(r"\b(long|short|unsigned int|unsigned)\b(?!\s+long)", code):
+        bad.append(code[max(0, m.start() - 30):m.end() + 20].replace("\n", " "))
+    for m in re.finditer(r"int32_t\b[^\n]*", code):
+        line = m.group(0)
+        if not ("[:" in line or line.startswith("int32_t*") or line.strip() == "int32_t"
+                or "cimport" in code[
+                max(0, m.start() - 60):m.start()]):
+            bad.append(line)
+    assert not bad, "32-bit or platform-sized integers in the kernels: " + "; ".join(bad)
