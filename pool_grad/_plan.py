@@ -120,6 +120,26 @@ def taps(lo, hi, n_out):
     return np.ascontiguousarray(t.reshape(-1), dtype=np.int64)
 
 
+def polyphase(lo, hi, period):
+    """Interior of the W expansion in polyphase form (pyx/pg_expand.h): (q0, q1, c, m) such
+    that for q0 <= q < q1 and r < period, column period*q + r is covered by the output
+    columns q + c[r] ... q + c[r] + m[r] - 1.  None where there is no such interior."""
+    n = len(lo)
+    if not period or period < 1 or n < 4 * period:
+        return None
+    nq = n // period
+    shift = (lo[:nq * period].reshape(nq, period) - np.arange(nq)[:, None])
+    count = (hi - lo)[:nq * period].reshape(nq, period)
+    ref = nq // 2
+    c, m = shift[ref], count[ref]
+    bad = np.flatnonzero(~np.all((shift == c) & (count == m), axis=1))
+    q0 = int(bad[bad < ref].max()) + 1 if np.any(bad < ref) else 0
+    q1 = int(bad[bad > ref].min()) if np.any(bad > ref) else nq
+    if q1 - q0 < 2 or m.max() > 8:
+        return None
+    return q0, q1, np.ascontiguousarray(c, np.int64), np.ascontiguousarray(m, np.int64)
+
+
 # ---------------------------------------------------------------- layout
 
 def storage_view(arr):
@@ -220,7 +240,7 @@ def avg2d_axes(in_hw, outs, k, s, p, count_include_pad, override):
         weights = (np.array([1.0 / override]), np.ones(outs[0]), np.ones(outs[1]))
     else:
         weights = (np.ones(1), 1.0 / hf, 1.0 / wf)
-    return [one, (hs, he), (ws, we)], weights, not override
+    return [one, (hs, he), (ws, we)], weights, not override, s[1]
 
 
 def adaptive3d_axes(in_dhw, out_dhw):
@@ -230,7 +250,8 @@ def adaptive3d_axes(in_dhw, out_dhw):
         s, e, f = adaptive_windows(size, out)
         windows.append((s, e))
         weights.append(1.0 / f)
-    return windows, weights, True
+    w_in, w_out = in_dhw[2], out_dhw[2]
+    return windows, weights, True, (w_in // w_out if w_in % w_out == 0 else None)
 
 
 _AXES = {"avg2d": avg2d_axes, "adaptive3d": adaptive3d_axes}
@@ -241,14 +262,15 @@ def gather_geometry(spec, shape6, acc, n_cpu):
     """Everything the separable gather needs that depends only on shapes and parameters
     (not on the arrays): coverage tables, the W tap table, weights and blocking.  Cached,
     so that repeated calls of one configuration skip straight to the kernel."""
-    windows, weights, scale_w = _AXES[spec[0]](*spec[1:])
+    windows, weights, scale_w, w_period = _AXES[spec[0]](*spec[1:])
     n, c, d, h, w, lanes = shape6
     covs = [cover(s, e, size) for (s, e), size in zip(windows, (d, h, w))]
     bd, bh, rows = gather_blocks(covs[0], covs[1], d, h, w * lanes, n * c, n_cpu)
     tables = tuple(t for cv in covs for t in cv)
     tp = taps(*covs[2], len(windows[2][0]))
+    poly = polyphase(*covs[2], w_period) if lanes == 1 else None
     wts = tuple(np.ascontiguousarray(x, dtype=acc) for x in weights)
-    for arr in tables + wts + ((tp,) if tp is not None else ()):
+    for arr in tables + wts + ((tp,) if tp is not None else ()) + (poly[2:] if poly else ()):
         arr.flags.writeable = False
     terms = int((covs[0][1] - covs[0][0]).max()) * int((covs[1][1] - covs[1][0]).max())
-    return tables, tp, wts, bd, bh, rows, terms, scale_w
+    return tables, tp, poly, wts, bd, bh, rows, terms, scale_w

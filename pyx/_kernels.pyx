@@ -45,6 +45,12 @@ cdef extern from "pg_stream.h" nogil:
     void pg_store_fence()
     int PG_HAVE_STREAM
 
+cdef extern from "pg_expand.h" nogil:
+    void pg_expand_poly_f32(const float* grow, float* e, Py_ssize_t P, Py_ssize_t q0,
+                            Py_ssize_t nq, const int64_t* c, const int64_t* m, float* tmp)
+    void pg_expand_poly_f64(const double* grow, double* e, Py_ssize_t P, Py_ssize_t q0,
+                            Py_ssize_t nq, const int64_t* c, const int64_t* m, double* tmp)
+
 cdef extern from "pg_omp.h" nogil:
     int pg_omp_max_threads()
     int PG_OPENMP
@@ -387,6 +393,9 @@ cdef struct Gather:
     const int64_t* whi
     const int64_t* wtap     # m taps per input column (padding taps point at a -0.0 slot)
     Py_ssize_t m            # taps per column, 0: use the [wlo, whi) ranges instead
+    Py_ssize_t P, q0, q1    # polyphase interior of the W expansion (P = 0: none)
+    const int64_t* pc
+    const int64_t* pm
     Py_ssize_t max_terms    # most E rows that one grad_input row sums
     int scale_w
     int kind
@@ -464,6 +473,31 @@ cdef void _expand_w(const acc_t* grow, acc_t* erow, const int64_t* lo, const int
                 dst[l] = dst[l] + src[l]
 
 
+cdef inline void _expand_cols(const acc_t* grow, acc_t* erow, const Gather* g,
+                              Py_ssize_t c0, Py_ssize_t c1) noexcept nogil:
+    """Columns [c0, c1) of the W expansion, through the tap table or the ranges."""
+    if c1 <= c0:
+        return
+    if g.m:
+        _expand_taps(grow, erow + c0 * g.L, g.wtap + c0 * g.m, g.m, c1 - c0, g.L)
+    else:
+        _expand_w(grow, erow + c0 * g.L, g.wlo + c0, g.whi + c0, c1 - c0, g.L)
+
+
+cdef void _expand(const acc_t* grow, acc_t* erow, const Gather* g, acc_t* tmp) noexcept nogil:
+    """One grad_output row expanded to the input width: the polyphase interior where
+    there is one, the tap table or ranges elsewhere (the same sums either way)."""
+    if g.P == 0:
+        _expand_cols(grow, erow, g, 0, g.W)
+        return
+    _expand_cols(grow, erow, g, 0, g.P * g.q0)
+    if acc_t is float:
+        pg_expand_poly_f32(grow, erow, g.P, g.q0, g.q1 - g.q0, g.pc, g.pm, tmp)
+    else:
+        pg_expand_poly_f64(grow, erow, g.P, g.q0, g.q1 - g.q0, g.pc, g.pm, tmp)
+    _expand_cols(grow, erow, g, g.P * g.q1, g.W)
+
+
 cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                        const acc_t* wd, const acc_t* wh, const acc_t* ww,
                        acc_t* buf, Py_ssize_t item) noexcept nogil:
@@ -519,10 +553,7 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                         s = ww[ow]
                         for l in range(L):
                             grow[ow * L + l] = grow[ow * L + l] * s
-            if g.m:
-                _expand_taps(grow, E + ((od - od0) * noh + (oh - oh0)) * rl, g.wtap, g.m, W, L)
-            else:
-                _expand_w(grow, E + ((od - od0) * noh + (oh - oh0)) * rl, g.wlo, g.whi, W, L)
+            _expand(grow, E + ((od - od0) * noh + (oh - oh0)) * rl, g, acc)
     # grad_input rows: weighted sums of the E rows that cover them, stored once
     for idd in range(d0, d1):
         for ih in range(h0, h1):
@@ -594,13 +625,13 @@ cdef class AvgGatherKernel(PlannedKernel):
     cdef const float[::1] wd_f, wh_f, ww_f
     cdef const double[::1] wd_d, wh_d, ww_d
 
-    def __init__(self, go6, gi6, int kind, int rnd, tables, taps, weights, Py_ssize_t bd,
+    def __init__(self, go6, gi6, int kind, int rnd, tables, taps, poly, weights, Py_ssize_t bd,
                  Py_ssize_t bh, Py_ssize_t rows, Py_ssize_t max_terms, bint scale_w,
                  bint stream):
         cdef const int64_t[::1] t
         dlo, dhi, hlo, hhi, wlo, whi = tables
         wd, wh, ww = weights
-        self._keep = (go6, gi6, tables, taps, weights)
+        self._keep = (go6, gi6, tables, taps, poly, weights)
         g = &self.g
         g.N, g.C, g.D, g.H, g.W, g.L = gi6.shape
         g.Wo = go6.shape[4]
@@ -612,6 +643,12 @@ cdef class AvgGatherKernel(PlannedKernel):
         g.m = 0 if taps is None else taps.shape[0] // gi6.shape[4]
         if g.m:
             t = taps; g.wtap = &t[0]
+        g.P = 0
+        if poly is not None and g.L == 1:
+            g.q0, g.q1 = poly[0], poly[1]
+            t = poly[2]; g.pc = &t[0]
+            t = poly[3]; g.pm = &t[0]
+            g.P = poly[2].shape[0]
         _fill_strides(g.gs, go6)
         _fill_strides(g.xs, gi6)
         t = dlo; g.dlo = &t[0]
