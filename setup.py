@@ -149,7 +149,10 @@ def extensions():
 
     ext = Extension("pool_grad._kernels", ["pyx/_kernels.pyx"],
                     include_dirs=["pyx", numpy.get_include()],
-                    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")])
+                    # NPY_TARGET_VERSION: the oldest numpy the extension runs with, kept equal
+                    # to pyproject's dependency whichever numpy 2.x built it
+                    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"),
+                                   ("NPY_TARGET_VERSION", "NPY_1_23_API_VERSION")])
     return cythonize([ext], compiler_directives=directives, quiet=True)
 
 

@@ -7,6 +7,16 @@ Three layers over one planned-kernel machinery:
   aclnn      pool_grad.aclnn.aclnn*GetWorkspaceSize / aclnn* with the C argument order
 plus the forward companions avg_pool2d, adaptive_avg_pool3d, adaptive_max_pool2d.
 """
+try:
+    from . import _kernels  # noqa: F401  (the compiled extension)
+except ImportError as _exc:
+    import os as _os
+    raise ImportError(
+        f"pool_grad's compiled kernels are missing from {_os.path.dirname(__file__)}: this "
+        "is an uncompiled source checkout. Run Python from another directory to use the "
+        "installed pool_grad, or build in place with `python setup.py build_ext --inplace`."
+    ) from _exc
+
 from ._errors import (ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_SUCCESS,
                       ALLOW_FP32_DOWN_PRECISION, KEEP_DTYPE, USE_FP16, USE_HF32, AclnnError,
                       ParamInvalidError, ParamNullptrError)

@@ -139,3 +139,15 @@ def restore_num_threads():
     before = pool_grad.get_num_threads()
     yield
     pool_grad.set_num_threads(before)
+
+
+def child_kwargs():
+    """cwd and env for a child Python that must import the same pool_grad as the tests: not
+    the uncompiled source package that a cwd inside the checkout would put first."""
+    import os
+    import tempfile
+    env = dict(os.environ)
+    if env.get("PYTHONPATH"):
+        env["PYTHONPATH"] = os.pathsep.join(os.path.abspath(p) for p in
+                                            env["PYTHONPATH"].split(os.pathsep) if p)
+    return {"cwd": tempfile.gettempdir(), "env": env}

@@ -4,6 +4,8 @@ same process then computes correct results (on the same Stream, too)."""
 import os
 import signal
 import subprocess
+
+from conftest import child_kwargs
 import sys
 import textwrap
 import time
@@ -49,7 +51,7 @@ _CHILD = textwrap.dedent("""
 
 @pytest.mark.parametrize("mode", ["call", "sync"])
 def test_sigint_leaves_interpreter_usable(mode):
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD, mode], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-c", _CHILD, mode], **child_kwargs(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stdout.readline().strip() == "START"

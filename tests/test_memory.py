@@ -6,6 +6,8 @@ The loops run in a fresh subprocess so that the figures are not disturbed by the
 the suite.  The AddressSanitizer run of the whole suite is documented in the README."""
 import json
 import subprocess
+
+from conftest import child_kwargs
 import sys
 import textwrap
 
@@ -115,7 +117,7 @@ _LOOP = textwrap.dedent("""
 
 
 def test_rss_growth_under_1mb():
-    proc = subprocess.run([sys.executable, "-c", _LOOP, "100000", "1000"],
+    proc = subprocess.run([sys.executable, "-c", _LOOP, "100000", "1000"], **child_kwargs(),
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     res = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -145,6 +147,7 @@ def test_dropped_streams_release_their_threads():
     """A Stream that is synchronized and dropped must not keep a worker thread (and its
     queue) alive forever: 200 such streams may leave at most a handful of threads."""
     proc = subprocess.run([sys.executable, "-c", _STREAMS], capture_output=True, text=True,
+                          **child_kwargs(),
                           timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     extra = int(proc.stdout.strip().splitlines()[-1])
