@@ -31,6 +31,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import pool_grad as pg
+from conftest import child_kwargs
 from pool_grad import aclnn
 
 from reference import (ref_adaptive_avg_pool3d_backward, ref_adaptive_max_pool2d_backward,
@@ -860,7 +861,7 @@ def test_hostile_workspace_never_crashes(kind):
     """Any object as the workspace: a clear error or a correct result, in a subprocess so
     that a crash (a float scratch written over an object array's pointers) is caught."""
     proc = subprocess.run([sys.executable, "-c", _WS_SCRIPT, kind], capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, **child_kwargs())
     assert proc.returncode == 0 and "DONE" in proc.stdout, (
         f"workspace {kind!r}: rc={proc.returncode}\n{proc.stdout}\n{proc.stderr[-2000:]}")
 
