@@ -168,6 +168,17 @@ def channels_last(arr6):
     return all(sc < abs(st) for size, st in zip((d, h, w), arr6.strides[2:5]) if size > 1)
 
 
+# planes of at most this many elements are folded into the D axis (see fold_planes)
+FOLD_PLANE_ELEMS = 4096
+
+
+def fold_planes(arr6):
+    """(N, 1, C, H, W, 1) view of a (N, C, 1, H, W, 1) view: for operators without a real D
+    axis, the C planes become D "rows" whose window tables map each to itself, so that one
+    work item covers a block of small planes instead of a single one (same arithmetic)."""
+    return arr6[:, :, 0][:, None]
+
+
 def lanes(arr6):
     """(N, 1, D, H, W, C) view of a (N, C, D, H, W, 1) view: C becomes the lane axis."""
     return np.moveaxis(arr6[..., 0], 1, -1)[:, None]
@@ -181,6 +192,33 @@ def views6(arrays, n_spatial, out_index):
     if use_lanes:
         v = [lanes(a) for a in v]
     return v, use_lanes
+
+
+# rows narrower than this, in planes of at most TSTORE_ELEMS elements for all C, run with C
+# as a strided lane axis and are stored plane by plane (see gather_views6)
+TSTORE_W = 32
+TSTORE_ELEMS = 1 << 17
+
+
+def gather_views6(go, gi, n_spatial):
+    """The average-pool gradient's views, whether the kernel stores plane by plane, and
+    whether the planes were folded into D.
+
+    Channels-last arrays walk C as the contiguous lane axis.  Otherwise, for a 2-D operator
+    with narrow rows (global pooling: 7-wide rows) the per-row work would dominate, so C
+    becomes a lane axis all the same (each lane a whole plane): every row operation then
+    spans W*C elements, and the kernel stores an item's rows plane by plane, so grad_input
+    is still written in memory order.  Other small planes are folded into D (fold_planes).
+    """
+    (go6, gi6), use_lanes = views6([go, gi], n_spatial, out_index=1)
+    n, c, d, h, w, _ = gi6.shape
+    if use_lanes or d != 1 or c <= 1:
+        return go6, gi6, False, False
+    if w < TSTORE_W and h * w * c <= TSTORE_ELEMS:
+        return lanes(go6), lanes(gi6), True, False
+    if h * w <= FOLD_PLANE_ELEMS:
+        return fold_planes(go6), fold_planes(gi6), False, True
+    return go6, gi6, False, False
 
 
 # ---------------------------------------------------------------- blocking
@@ -258,12 +296,17 @@ _AXES = {"avg2d": avg2d_axes, "adaptive3d": adaptive3d_axes}
 
 
 @functools.lru_cache(maxsize=256)
-def gather_geometry(spec, shape6, acc, n_cpu):
+def gather_geometry(spec, shape6, acc, n_cpu, folded=False):
     """Everything the separable gather needs that depends only on shapes and parameters
     (not on the arrays): coverage tables, the W tap table, weights and blocking.  Cached,
     so that repeated calls of one configuration skip straight to the kernel."""
     windows, weights, scale_w, w_period = _AXES[spec[0]](*spec[1:])
     n, c, d, h, w, lanes = shape6
+    if folded:
+        # planes folded into the D axis (fold_planes): D index i is covered by output i alone
+        i = np.arange(d, dtype=np.int64)
+        windows = [(i, i + 1)] + list(windows[1:])
+        weights = [np.full(d, weights[0][0])] + list(weights[1:])
     covs = [cover(s, e, size) for (s, e), size in zip(windows, (d, h, w))]
     bd, bh, rows = gather_blocks(covs[0], covs[1], d, h, w * lanes, n * c, n_cpu)
     tables = tuple(t for cv in covs for t in cv)

@@ -66,16 +66,16 @@ def _check_plan_size(in_sizes, out_sizes, go, gi_bytes):
 
 def _gather_kernel(go, gi, n_spatial, spec, rnd):
     """Plan the separable average-pool gradient of one call (geometry from the cache)."""
-    (go6, gi6), _ = _plan.views6([go, gi], n_spatial, out_index=1)
+    go6, gi6, tstore, folded = _plan.gather_views6(go, gi, n_spatial)
     tables, taps, poly, weights, bd, bh, rows, terms, scale_w = _plan.gather_geometry(
-        spec, gi6.shape, np.dtype(_acc_dtype(go.dtype)), _threads.CPU_COUNT)
+        spec, gi6.shape, np.dtype(_acc_dtype(go.dtype)), _threads.CPU_COUNT, folded)
     n, c, d, h, w, lanes = gi6.shape
     scratch = (8 if go.dtype == np.float64 else 4) * (
-        3 * terms + (go6.shape[4] + 2 + 2 * w + rows * w) * lanes)
+        3 * terms + (go6.shape[4] + 2 + 2 * w + rows * w + (h * w if tstore else 0)) * lanes)
     v.memory_fits(scratch * _threads.CPU_COUNT, "grad_output", "scratch rows")
     return _kernels.AvgGatherKernel(go6, gi6, _plan.KINDS[go.dtype], rnd, tables, taps,
                                     poly, weights, bd, bh, rows, terms, scale_w,
-                                    _plan.streaming(gi6))
+                                    _plan.streaming(gi6), tstore)
 
 
 class AvgPool2dBackward(Operator):

@@ -397,6 +397,8 @@ cdef struct Gather:
     const int64_t* pc
     const int64_t* pm
     Py_ssize_t max_terms    # most E rows that one grad_input row sums
+    int tstore              # lanes are whole planes (small NCHW planes): store plane by plane
+    Py_ssize_t rows_cap     # E rows the scratch holds
     int scale_w
     int kind
     int rnd
@@ -523,9 +525,12 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
     cdef acc_t* acc = grow + (Wo + 2) * L
     cdef uint16_t* tmp16 = <uint16_t*>(acc + rl)
     cdef acc_t* E = acc + rl + (rl + 1) // 2
+    # tstore: the item's grad_input rows, kept until they are stored plane by plane
+    cdef acc_t* S = E + g.rows_cap * rl
     cdef acc_t s
-    cdef Py_ssize_t od, oh, ow, l, idd, ih, a, b, p, q
+    cdef Py_ssize_t od, oh, ow, l, l0, l1, idd, ih, a, b, p, q
     cdef Py_ssize_t nr
+    cdef const acc_t* src
     cdef store_t* dst
     # rows of grad_input that are contiguous are formed right in place
     cdef bint direct = (L == 1 and g.xs[4] == 1) or (g.xs[5] == 1 and g.xs[4] == L)
@@ -567,6 +572,14 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                     wts[nr] = wd[od] * wh[oh]
                     rows[nr] = E + ((od - od0) * noh + (oh - oh0)) * rl
                     nr += 1
+            if g.tstore:
+                if nr == 0:
+                    memset(S + (ih - h0) * rl, 0, rl * sizeof(acc_t))
+                elif acc_t is float:
+                    pg_combine_f32(S + (ih - h0) * rl, rows, wts, nr, rl, 0)
+                else:
+                    pg_combine_f64(S + (ih - h0) * rl, rows, wts, nr, rl, 0)
+                continue
             dst = xbase + idd * g.xs[2] + ih * g.xs[3]
             if nr == 0:
                 memset(acc, 0, rl * sizeof(acc_t))
@@ -587,6 +600,17 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
             else:
                 pg_combine_f64(acc, rows, wts, nr, rl, 0)
             _store_row(acc, dst, g.xs[4], g.xs[5], W, L, g.kind, g.stream, tmp16)
+        if g.tstore:
+            # lane l is plane c = l: store 16 planes at a time, reading one cache line of
+            # lanes per element and writing within those planes only
+            for l0 in range(0, L, 16):
+                l1 = min(l0 + 16, L)
+                for ih in range(h0, h1):
+                    for ow in range(W):
+                        src = S + (ih - h0) * rl + ow * L
+                        dst = xbase + idd * g.xs[2] + ih * g.xs[3] + ow * g.xs[4]
+                        for l in range(l0, l1):
+                            _store1(dst + l * g.xs[5], src[l], g.kind)
 
 
 cdef void _gather_run(const store_t* go, store_t* gi, const Gather* g,
@@ -627,7 +651,7 @@ cdef class AvgGatherKernel(PlannedKernel):
 
     def __init__(self, go6, gi6, int kind, int rnd, tables, taps, poly, weights, Py_ssize_t bd,
                  Py_ssize_t bh, Py_ssize_t rows, Py_ssize_t max_terms, bint scale_w,
-                 bint stream):
+                 bint stream, bint tstore=False):
         cdef const int64_t[::1] t
         dlo, dhi, hlo, hhi, wlo, whi = tables
         wd, wh, ww = weights
@@ -640,6 +664,8 @@ cdef class AvgGatherKernel(PlannedKernel):
         g.nbh = (g.H + bh - 1) // bh
         g.kind, g.rnd, g.scale_w, g.stream = kind, rnd, scale_w, stream
         g.max_terms = max(max_terms, 1)
+        g.tstore = tstore
+        g.rows_cap = rows
         g.m = 0 if taps is None else taps.shape[0] // gi6.shape[4]
         if g.m:
             t = taps; g.wtap = &t[0]
@@ -681,7 +707,8 @@ cdef class AvgGatherKernel(PlannedKernel):
         # E rows (see _gather_item)
         self.scratch_elems = (g.max_terms * (sizeof(void*) // (8 if kind == K_F64 else 4))
                               + g.max_terms + (g.Wo + 2) * g.L + g.W * g.L
-                              + (g.W * g.L + 1) // 2 + rows * g.W * g.L)
+                              + (g.W * g.L + 1) // 2 + rows * g.W * g.L
+                              + (bh * g.W * g.L if tstore else 0))
         self.scratch_bytes = self.scratch_elems * (8 if kind == K_F64 else 4)
 
     cdef Py_ssize_t _execute(self, char* scratch, int nt, char* go, char* gi,

@@ -98,7 +98,11 @@ def test_installed_files_are_the_package_and_its_openmp_runtime_only():
 
 
 def test_requirements_name_neither_cython_nor_torch():
-    names = [r.split(";")[0].strip().lower() for r in importlib.metadata.requires("pool_grad")]
+    try:
+        requires = importlib.metadata.requires("pool_grad")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("pool_grad is not installed (an in-place build)")
+    names = [r.split(";")[0].strip().lower() for r in requires]
     assert not any(n.startswith(("cython", "torch")) for n in names), names
 
 
