@@ -27,24 +27,55 @@ static inline uint16_t pg_f32_to_bf16(float f)
     return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
-/* contiguous bfloat16 rows, written branch-free so that compilers vectorise them */
+/* contiguous bfloat16 rows, written branch-free so that compilers vectorise them; x86
+ * CPUs with AVX2 get a build of the same loops for it, chosen at run time (bit-identical:
+ * integer operations only) */
+#define PG_BF16_LOOPS(NAME_IN, NAME_OUT, ATTR)                                      \
+ATTR static void NAME_IN(const uint16_t *s, float *d, ptrdiff_t n)                  \
+{                                                                                   \
+    for (ptrdiff_t i = 0; i < n; i++) {                                             \
+        uint32_t u = (uint32_t)s[i] << 16;                                          \
+        memcpy(d + i, &u, 4);                                                       \
+    }                                                                               \
+}                                                                                   \
+ATTR static void NAME_OUT(const float *s, uint16_t *d, ptrdiff_t n)                 \
+{                                                                                   \
+    for (ptrdiff_t i = 0; i < n; i++) {                                             \
+        uint32_t u;                                                                 \
+        memcpy(&u, s + i, 4);                                                       \
+        uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;                        \
+        uint32_t q = (u >> 16) | 0x0040u;                                           \
+        d[i] = (uint16_t)(((u & 0x7FFFFFFFu) > 0x7F800000u) ? q : r);              \
+    }                                                                               \
+}
+
+PG_BF16_LOOPS(pg_bf16_to_f32_row_base, pg_f32_to_bf16_row_base, )
+
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+PG_BF16_LOOPS(pg_bf16_to_f32_row_avx2, pg_f32_to_bf16_row_avx2, __attribute__((target("avx2"))))
+
+static int pg_have_avx2(void)
+{
+    static int have = -1;   /* a benign race: every thread computes the same value */
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = __builtin_cpu_supports("avx2");
+    }
+    return have;
+}
+#define PG_BF16_ROW(base, avx2, ...) (pg_have_avx2() ? avx2(__VA_ARGS__) : base(__VA_ARGS__))
+#else
+#define PG_BF16_ROW(base, avx2, ...) base(__VA_ARGS__)
+#endif
+
 static inline void pg_bf16_to_f32_row(const uint16_t *s, float *d, ptrdiff_t n)
 {
-    for (ptrdiff_t i = 0; i < n; i++) {
-        uint32_t u = (uint32_t)s[i] << 16;
-        memcpy(d + i, &u, 4);
-    }
+    PG_BF16_ROW(pg_bf16_to_f32_row_base, pg_bf16_to_f32_row_avx2, s, d, n);
 }
 
 static inline void pg_f32_to_bf16_row(const float *s, uint16_t *d, ptrdiff_t n)
 {
-    for (ptrdiff_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, s + i, 4);
-        uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-        uint32_t q = (u >> 16) | 0x0040u;
-        d[i] = (uint16_t)(((u & 0x7FFFFFFFu) > 0x7F800000u) ? q : r);
-    }
+    PG_BF16_ROW(pg_f32_to_bf16_row_base, pg_f32_to_bf16_row_avx2, s, d, n);
 }
 
 /* IEEE binary16. */
