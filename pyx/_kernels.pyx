@@ -764,21 +764,40 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
     cdef const store_t* gp
     cdef const idx_t* jp
     cdef acc_t v
+    # strides in locals: the compiler cannot keep them in registers through g while the
+    # loop stores into buf
+    cdef Py_ssize_t gs3 = g.gs[3], gs4 = g.gs[4], gs5 = g.gs[5]
+    cdef Py_ssize_t js3 = g.js[3], js4 = g.js[4], js5 = g.js[5]
+    cdef Py_ssize_t Ho = g.Ho, Wo = g.Wo
+    cdef int kind = g.kind
     memset(buf, 0, (h1 - h0) * W * L * sizeof(acc_t))
-    for oh in range(g.Ho):
-        for ow in range(g.Wo):
-            gp = gb + oh * g.gs[3] + ow * g.gs[4]
-            jp = jb + oh * g.js[3] + ow * g.js[4]
-            for l in range(L):
-                idx = jp[l * g.js[5]]
+    for oh in range(Ho):
+        gp = gb + oh * gs3
+        jp = jb + oh * js3
+        if L == 1:
+            for ow in range(Wo):
+                idx = jp[ow * js4]
                 if idx >= lo and idx < hi:
                     if store_t is uint16_t:
-                        if g.kind == K_F16:
-                            v = pg_f16_to_f32(gp[l * g.gs[5]])
+                        if kind == K_F16:
+                            v = pg_f16_to_f32(gp[ow * gs4])
                         else:
-                            v = pg_bf16_to_f32(gp[l * g.gs[5]])
+                            v = pg_bf16_to_f32(gp[ow * gs4])
                     else:
-                        v = <acc_t>gp[l * g.gs[5]]
+                        v = <acc_t>gp[ow * gs4]
+                    buf[idx - lo] += v
+            continue
+        for ow in range(Wo):
+            for l in range(L):
+                idx = jp[ow * js4 + l * js5]
+                if idx >= lo and idx < hi:
+                    if store_t is uint16_t:
+                        if kind == K_F16:
+                            v = pg_f16_to_f32(gp[ow * gs4 + l * gs5])
+                        else:
+                            v = pg_bf16_to_f32(gp[ow * gs4 + l * gs5])
+                    else:
+                        v = <acc_t>gp[ow * gs4 + l * gs5]
                     buf[(idx - lo) * L + l] += v
     for ih in range(h0, h1):
         _store_row(buf + (ih - h0) * W * L, xb + ih * g.xs[3], g.xs[4], g.xs[5], W, L,
