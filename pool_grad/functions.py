@@ -83,6 +83,7 @@ def _call(key, make_op, grad_output, x, indices, out, n_threads):
             getattr(op, "indices", None) is indices:
         if len(_cache) >= _CACHE_SIZE:
             _cache.pop(next(iter(_cache)))
+        op._kernel.release_arrays()  # the op is not used again; keep no arrays alive
         _cache[key] = (op._kernel, out.shape, out.dtype)
     return out
 

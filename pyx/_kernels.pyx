@@ -176,7 +176,19 @@ cdef class PlannedKernel:
     def run(self, workspace, int budget, Py_ssize_t need):
         """Execute with at most ``budget`` threads; ``workspace`` None or a writeable
         buffer of at least ``need`` bytes.  Returns the kernel's status (0: done)."""
+        if self.p_gi == NULL:
+            raise RuntimeError("pool_grad: this plan was released from its arrays")
         return self._run(workspace, budget, need, self.p_go, self.p_gi, self.p_ind)
+
+    def release_arrays(self):
+        """Forget the planned arrays (a cached template keeps only the geometry, and is
+        run with run_on): a cache must not keep a caller's arrays alive."""
+        self.p_go = self.p_gi = self.p_ind = NULL
+        self.extents = None
+        self._release()
+
+    cdef _release(self):
+        pass
 
     cdef object _run(self, workspace, int budget, Py_ssize_t need, char* go, char* gi,
                      char* ind):
@@ -711,6 +723,11 @@ cdef class AvgGatherKernel(PlannedKernel):
                               + (bh * g.W * g.L if tstore else 0))
         self.scratch_bytes = self.scratch_elems * (8 if kind == K_F64 else 4)
 
+    cdef _release(self):
+        self.go_f = self.go_d = self.go_h = None
+        self.gi_f = self.gi_d = self.gi_h = None
+        self._keep = self._keep[2:]
+
     cdef Py_ssize_t _execute(self, char* scratch, int nt, char* go, char* gi,
                              char* ind) except -1:
         cdef Gather* g = &self.g
@@ -895,8 +912,16 @@ cdef class MaxScatterKernel(PlannedKernel):
         self.scratch_bytes = self.scratch_elems * (8 if kind == K_F64 else 4)
         self.traffic = go6.nbytes + gi6.nbytes + ind6.nbytes
 
+    cdef _release(self):
+        self.go_f = self.go_d = self.go_h = None
+        self.gi_f = self.gi_d = self.gi_h = None
+        self.ind32 = self.ind64 = None
+        self._keep = ()
+
     def count_bad_indices(self, int n_threads):
         """How many indices lie outside [0, H*W)."""
+        if self.p_ind == NULL:
+            raise RuntimeError("pool_grad: this plan was released from its arrays")
         return self._count_bad(n_threads, self.p_ind)
 
     cdef Py_ssize_t _count_bad(self, int nt, char* ind) except -1:

@@ -152,3 +152,38 @@ def test_dropped_streams_release_their_threads():
     assert proc.returncode == 0, proc.stderr[-3000:]
     extra = int(proc.stdout.strip().splitlines()[-1])
     assert extra <= 2, f"{extra} stream worker threads still alive after 200 dropped streams"
+
+
+def test_one_shot_functions_keep_no_caller_array_alive():
+    """The functions cache the plan of each validated configuration; that cache must not
+    hold on to the arrays of the call that built it (nor to the result it returned)."""
+    import gc
+    import weakref
+
+    import numpy as np
+
+    import pool_grad as pg
+
+    def refs_after(call):
+        arrays = call()
+        refs = [weakref.ref(a) for a in arrays]
+        del arrays
+        gc.collect()
+        return [r() is None for r in refs]
+
+    def avg():
+        go = np.ones((2, 3, 7, 5), np.float32)
+        return go, pg.avg_pool2d_backward(go, (2, 3, 14, 10), 2, 2, 0)
+
+    def adaptive():
+        go = np.ones((2, 3, 2, 3, 4), np.float32)
+        return go, pg.adaptive_avg_pool3d_backward(go, (2, 3, 4, 6, 8))
+
+    def max_():
+        x = np.random.default_rng(0).random((2, 3, 9, 9)).astype(np.float32)
+        y, ind = pg.adaptive_max_pool2d(x, 4, return_indices=True)
+        return y, ind, pg.adaptive_max_pool2d_backward(y, x, ind)
+
+    for call in (avg, adaptive, max_):
+        for _ in range(2):  # the first call plans and caches, the second uses the cache
+            assert all(refs_after(call)), call.__name__
