@@ -82,7 +82,10 @@ def _call(key, make_op, grad_output, x, indices, out, n_threads):
     if key is not None and op._kernel is not None and op.grad_output is grad_output and \
             getattr(op, "indices", None) is indices:
         if len(_cache) >= _CACHE_SIZE:
-            _cache.pop(next(iter(_cache)))
+            try:  # oldest first; another thread may be evicting too
+                _cache.pop(next(iter(_cache)), None)
+            except (StopIteration, RuntimeError):
+                pass
         op._kernel.release_arrays()  # the op is not used again; keep no arrays alive
         _cache[key] = (op._kernel, out.shape, out.dtype)
     return out
