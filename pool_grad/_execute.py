@@ -3,20 +3,9 @@
 The per-call work (thread count, workspace, scratch) lives in the Cython kernel object
 (pyx/_kernels.pyx, PlannedKernel.run) so that executing a planned call costs about a
 microsecond of Python."""
-from . import _threads
+from . import _plan, _threads
 from ._errors import invalid
 from ._stream import Stream
-
-
-def _span(a):
-    """[lo, hi) byte addresses an array's elements occupy."""
-    lo = hi = a.__array_interface__["data"][0]
-    for n, st in zip(a.shape, a.strides):
-        if st > 0:
-            hi += (n - 1) * st
-        else:
-            lo += (n - 1) * st
-    return lo, hi + a.itemsize
 
 
 class Operator:
@@ -30,7 +19,7 @@ class Operator:
         self._kernel = kernel
         if kernel is not None:
             self._workspace_size = kernel.workspace_size(_threads.get_num_threads())
-            kernel.extents = [_span(a) for a in arrays]
+            kernel.extents = [_plan.byte_span(a) for a in arrays]
 
     @property
     def workspace_size(self):

@@ -142,6 +142,19 @@ def polyphase(lo, hi, period):
 
 # ---------------------------------------------------------------- layout
 
+def byte_span(a):
+    """[lo, hi) byte addresses that an array's elements occupy ((0, 0) when empty)."""
+    if a.size == 0:
+        return 0, 0
+    lo = hi = a.__array_interface__["data"][0]
+    for n, st in zip(a.shape, a.strides):
+        if st > 0:
+            hi += (n - 1) * st
+        else:
+            lo += (n - 1) * st
+    return lo, hi + a.itemsize
+
+
 def storage_view(arr):
     """The array as the kernels see it: 16-bit floats as their uint16 bits (zero-copy)."""
     if arr.dtype.itemsize == 2:

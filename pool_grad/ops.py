@@ -48,10 +48,10 @@ def _common_arrays(grad_output, x, grad_input, ranks, go_name, x_name, gi_name):
     return go, xs, gi, dt
 
 
-def _extent(a):
+def _span_bytes(a):
     """Bytes an array really spans (a zero-stride view spans almost none)."""
-    return a.itemsize + sum((n - 1) * abs(st) for n, st in zip(a.shape, a.strides)) \
-        if a.size else 0
+    lo, hi = _plan.byte_span(a)
+    return hi - lo
 
 
 def _check_plan_size(in_sizes, out_sizes, go, gi_bytes):
@@ -59,7 +59,7 @@ def _check_plan_size(in_sizes, out_sizes, go, gi_bytes):
     times the bytes of a real grad_input; refuse, before building them, sizes that only a
     zero-stride grad_output can have."""
     need = 48 * (sum(in_sizes) + sum(out_sizes))
-    if need > max(64 << 20, 16 * (_extent(go) + gi_bytes)):
+    if need > max(64 << 20, 16 * (_span_bytes(go) + gi_bytes)):
         raise invalid("grad_output", f"needs window tables of {need} bytes, more than 16 "
                       f"times the memory of grad_output and grad_input", go.shape)
 
