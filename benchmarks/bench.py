@@ -7,9 +7,11 @@ For every case, in one run:
   * pool_grad, one-shot: the scikit-style function, which allocates its result;
   * PyTorch's CPU backward (``torch.ops.aten.*_backward``) on the same data, when torch is
     installed (``torch.set_num_threads(N)``; channels-last tensors for channels-last cases);
-  * the machine's best memory copy moving the same bytes: ``np.copyto`` between two
-    preallocated buffers, single-threaded and split over N Python threads (numpy releases
-    the GIL in copyto); the faster of the two is the "copy bandwidth".
+  * the machine's best memory copy moving the same bytes between two preallocated
+    buffers: ``np.copyto`` single-threaded and split over N Python threads (numpy releases
+    the GIL in copyto), and an OpenMP team of N threads copying 1 MiB chunks with memcpy
+    and with non-temporal (streaming) stores; the fastest of the four is the "copy
+    bandwidth".
 
 Times are medians of the repeats after a warm-up.  Bytes that must move = grad_output +
 grad_input (+ indices).  Each copy buffer holds half of that, so a copy reads + writes
@@ -284,6 +286,14 @@ class CopyBench:
             tn, _, _ = timer(mt)
             res["multi_ms"] = tn * 1e3
             best = min(best, tn)
+        # an OpenMP team of as many threads copying 1 MiB chunks, with memcpy and with
+        # line-streaming (non-temporal) stores (pool_grad._kernels._copy_for_benchmark)
+        copy = getattr(pg._kernels, "_copy_for_benchmark", None)
+        if copy is not None:
+            for key, stream in (("omp_ms", False), ("omp_stream_ms", True)):
+                tn, _, _ = timer(lambda: copy(dst, src, self.nthreads, stream))
+                res[key] = tn * 1e3
+                best = min(best, tn)
         res["best_ms"] = best * 1e3
         res["gbps"] = 2 * src.nbytes / best / 1e9
         return res
@@ -644,7 +654,7 @@ def main(argv=None):
           f"{info.get('pool_grad_git')}), numpy {info['numpy']}, torch {info['torch']}")
     print(f"{info['cpu']}, {info['nproc']} cpus, {info['date']}")
     print("GB/s = (grad_output + grad_input [+ indices] bytes) / time; %copy = vs the best "
-          "np.copyto moving as many bytes; speedup = torch ms / pg ms")
+          "copy (np.copyto / OpenMP memcpy / OpenMP streaming) moving as many bytes; speedup = torch ms / pg ms")
 
     t_start = time.perf_counter()
     runs = []

@@ -46,7 +46,8 @@ def run_md(doc, run, one_shot, checks):
     out = [f"### {mach} — {n} thread{'s' if n != 1 else ''} — {m.get('date', '?')}", "",
            f"{vers}; median of repeats after a warm-up; pool_grad = `op.execute(workspace=ws)` "
            f"into a preallocated grad_input; GB/s = (grad_output + grad_input [+ indices]) "
-           f"bytes / time; % copy = of the best `np.copyto` moving as many bytes; "
+           f"bytes / time; % copy = of the best copy (`np.copyto`, or OpenMP memcpy / "
+           f"streaming stores) moving as many bytes; "
            f"speed-up = torch ms / pool_grad ms.", ""]
     bg = m.get("max_background_cpus")
     if bg is not None and bg > 0.25:

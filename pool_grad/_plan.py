@@ -209,11 +209,11 @@ def views6(arrays, n_spatial, out_index):
 
 # rows narrower than this, in planes of at most TSTORE_ELEMS elements for all C, run with C
 # as a strided lane axis and are stored plane by plane (see gather_views6)
-TSTORE_W = 32
+TSTORE_W = 12
 TSTORE_ELEMS = 1 << 17
 
 
-def gather_views6(go, gi, n_spatial):
+def gather_views6(go, gi, n_spatial, fill=False):
     """The average-pool gradient's views, whether the kernel stores plane by plane, and
     whether the planes were folded into D.
 
@@ -222,12 +222,13 @@ def gather_views6(go, gi, n_spatial):
     becomes a lane axis all the same (each lane a whole plane): every row operation then
     spans W*C elements, and the kernel stores an item's rows plane by plane, so grad_input
     is still written in memory order.  Other small planes are folded into D (fold_planes).
+    With ``fill`` (constant_planes) the kernel fills planes and needs no lanes.
     """
     (go6, gi6), use_lanes = views6([go, gi], n_spatial, out_index=1)
     n, c, d, h, w, _ = gi6.shape
     if use_lanes or d != 1 or c <= 1:
         return go6, gi6, False, False
-    if w < TSTORE_W and h * w * c <= TSTORE_ELEMS:
+    if w < TSTORE_W and h * w * c <= TSTORE_ELEMS and not fill:
         return lanes(go6), lanes(gi6), True, False
     if h * w <= FOLD_PLANE_ELEMS:
         return fold_planes(go6), fold_planes(gi6), False, True
@@ -247,12 +248,13 @@ def _max_span(lo, hi, size, block):
     return int(np.max(hi[ends] - lo[starts])) if size else 0
 
 
-def gather_blocks(dcov, hcov, D, H, row_len, planes, n_cpu):
+def gather_blocks(dcov, hcov, D, H, row_len, planes, n_cpu, folded=False):
     """Block sizes (bd, bh) for the separable gather and the E rows a block needs.
 
     Blocks are as large as the scratch budget allows (E rows recomputed at block edges
     are the only redundancy), then H blocks are split until there are enough items to
-    balance the threads."""
+    balance the threads -- D blocks first where D holds folded planes, which share no E
+    rows (splitting them costs nothing, while an H split re-expands rows)."""
     bd, bh = D, H
 
     def rows(bd, bh):
@@ -264,6 +266,8 @@ def gather_blocks(dcov, hcov, D, H, row_len, planes, n_cpu):
         else:
             bh = _ceil_half(bh)
     want = max(MIN_ITEMS, 4 * n_cpu)
+    while folded and planes * math.ceil(D / bd) * math.ceil(H / bh) < want and bd > 1:
+        bd = _ceil_half(bd)
     while planes * math.ceil(D / bd) * math.ceil(H / bh) < want and bh > 1:
         bh = _ceil_half(bh)
     return bd, bh, rows(bd, bh)
@@ -309,6 +313,22 @@ _AXES = {"avg2d": avg2d_axes, "adaptive3d": adaptive3d_axes}
 
 
 @functools.lru_cache(maxsize=256)
+def constant_planes(spec):
+    """Whether every grad_output row is one value (Ho = Wo = 1) and every input index lies
+    in exactly one window on each axis (global pooling): then all of a D row's grad_input
+    values are one number and the kernel fills instead of gathering."""
+    windows = _AXES[spec[0]](*spec[1:])[0]
+    sizes = spec[1][-3:] if spec[0] == "adaptive3d" else (1,) + tuple(spec[1])
+    if len(windows[1][0]) != 1 or len(windows[2][0]) != 1:
+        return False
+    for (start, end), size in zip(windows, sizes):
+        lo, hi = cover(start, end, size)
+        if not np.all(hi - lo == 1):
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=256)
 def gather_geometry(spec, shape6, acc, n_cpu, folded=False):
     """Everything the separable gather needs that depends only on shapes and parameters
     (not on the arrays): coverage tables, the W tap table, weights and blocking.  Cached,
@@ -321,7 +341,7 @@ def gather_geometry(spec, shape6, acc, n_cpu, folded=False):
         windows = [(i, i + 1)] + list(windows[1:])
         weights = [np.full(d, weights[0][0])] + list(weights[1:])
     covs = [cover(s, e, size) for (s, e), size in zip(windows, (d, h, w))]
-    bd, bh, rows = gather_blocks(covs[0], covs[1], d, h, w * lanes, n * c, n_cpu)
+    bd, bh, rows = gather_blocks(covs[0], covs[1], d, h, w * lanes, n * c, n_cpu, folded)
     tables = tuple(t for cv in covs for t in cv)
     tp = taps(*covs[2], len(windows[2][0]))
     poly = polyphase(*covs[2], w_period) if lanes == 1 else None

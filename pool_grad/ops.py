@@ -66,7 +66,8 @@ def _check_plan_size(in_sizes, out_sizes, go, gi_bytes):
 
 def _gather_kernel(go, gi, n_spatial, spec, rnd):
     """Plan the separable average-pool gradient of one call (geometry from the cache)."""
-    go6, gi6, tstore, folded = _plan.gather_views6(go, gi, n_spatial)
+    fill = _plan.constant_planes(spec)
+    go6, gi6, tstore, folded = _plan.gather_views6(go, gi, n_spatial, fill)
     tables, taps, poly, weights, bd, bh, rows, terms, scale_w = _plan.gather_geometry(
         spec, gi6.shape, np.dtype(_acc_dtype(go.dtype)), _threads.CPU_COUNT, folded)
     n, c, d, h, w, lanes = gi6.shape
@@ -75,7 +76,7 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     v.memory_fits(scratch * _threads.CPU_COUNT, "grad_output", "scratch rows")
     return _kernels.AvgGatherKernel(go6, gi6, _plan.KINDS[go.dtype], rnd, tables, taps,
                                     poly, weights, bd, bh, rows, terms, scale_w,
-                                    _plan.streaming(gi6), tstore)
+                                    _plan.streaming(gi6), tstore, fill)
 
 
 class AvgPool2dBackward(Operator):

@@ -11,9 +11,9 @@
 
 from cython.parallel cimport prange, parallel, threadid
 from libc.stdint cimport uint16_t, int32_t, int64_t, uint64_t
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 from libc.stdlib cimport malloc, free
-from libc.stdint cimport uintptr_t
+from libc.stdint cimport uint8_t, uintptr_t
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE,
                              PyBUF_FORMAT)
 cimport numpy as cnp
@@ -44,6 +44,11 @@ cdef extern from "pg_stream.h" nogil:
     void pg_stream_u16(uint16_t* dst, const uint16_t* src, Py_ssize_t n)
     void pg_store_fence()
     int PG_HAVE_STREAM
+    ctypedef struct pg_sw:
+        pass
+    void pg_sw_begin(pg_sw* w, void* dst)
+    void pg_sw_append(pg_sw* w, const void* src, Py_ssize_t nbytes)
+    void pg_sw_end(pg_sw* w)
 
 cdef extern from "pg_expand.h" nogil:
     void pg_expand_poly_f32(const float* grow, float* e, Py_ssize_t P, Py_ssize_t q0,
@@ -95,6 +100,35 @@ OPENMP_VERSION = PG_OPENMP_VERSION
 def omp_max_threads():
     """What the OpenMP runtime would give a parallel region now (1 without OpenMP)."""
     return pg_omp_max_threads()
+
+
+cdef void _stream_bytes(void* dst, const void* src, Py_ssize_t n) noexcept nogil:
+    cdef pg_sw sw
+    pg_sw_begin(&sw, dst)
+    pg_sw_append(&sw, src, n)
+    pg_sw_end(&sw)
+
+
+def _copy_for_benchmark(dst, src, int n_threads, bint stream):
+    """Copy the bytes of `src` into `dst` (same size, both C-contiguous) with an OpenMP
+    team: 1 MiB chunks, memcpy or line-streaming stores.  The benchmarks' memory-copy
+    reference (benchmarks/bench.py); not part of the API."""
+    cdef const uint8_t[::1] s = memoryview(src).cast("B")
+    cdef uint8_t[::1] d = memoryview(dst).cast("B")
+    cdef Py_ssize_t n = s.shape[0], chunk = 1 << 20, i, a, b
+    if d.shape[0] != n:
+        raise ValueError("dst and src differ in size")
+    if n == 0:
+        return
+    with nogil, parallel(num_threads=n_threads, use_threads_if=n_threads > 1):
+        for i in prange((n + chunk - 1) // chunk, schedule='static'):
+            a = i * chunk
+            b = min(a + chunk, n)
+            if stream:
+                _stream_bytes(&d[a], &s[a], b - a)
+            else:
+                memcpy(&d[a], &s[a], b - a)
+        pg_store_fence()
 
 
 
@@ -410,6 +444,7 @@ cdef struct Gather:
     const int64_t* pm
     Py_ssize_t max_terms    # most E rows that one grad_input row sums
     int tstore              # lanes are whole planes (small NCHW planes): store plane by plane
+    int fill                # one grad_output value per D row (global pooling): fill planes
     Py_ssize_t rows_cap     # E rows the scratch holds
     int scale_w
     int kind
@@ -510,6 +545,62 @@ cdef void _expand(const acc_t* grow, acc_t* erow, const Gather* g, acc_t* tmp) n
     else:
         pg_expand_poly_f64(grow, erow, g.P, g.q0, g.q1 - g.q0, g.pc, g.pm, tmp)
     _expand_cols(grow, erow, g, g.P * g.q1, g.W)
+
+
+cdef void _fill_item(const store_t* go, store_t* gi, const Gather* g,
+                     const acc_t* wd, const acc_t* wh, const acc_t* ww,
+                     acc_t* buf, Py_ssize_t item) noexcept nogil:
+    """_gather_item where every grad_output row is a single value covering the whole row
+    and every input index lies in exactly one window (global pooling, Wo = Ho = 1): all
+    grad_input values of a D row are the same number, computed once by the general code's
+    arithmetic (load, W scale, expansion, weighted combine), then stored as a fill."""
+    cdef Py_ssize_t W = g.W
+    cdef Py_ssize_t bh_i = item % g.nbh
+    cdef Py_ssize_t t = item // g.nbh
+    cdef Py_ssize_t bd_i = t % g.nbd
+    t = t // g.nbd
+    cdef Py_ssize_t c = t % g.C
+    cdef Py_ssize_t n = t // g.C
+    cdef Py_ssize_t d0 = bd_i * g.bd
+    cdef Py_ssize_t d1 = min(d0 + g.bd, g.D)
+    cdef Py_ssize_t h0 = bh_i * g.bh
+    cdef Py_ssize_t h1 = min(h0 + g.bh, g.H)
+    cdef const acc_t** rows = <const acc_t**>buf
+    cdef acc_t* wts = buf + g.max_terms * (sizeof(void*) // sizeof(acc_t))
+    cdef acc_t* grow = wts + g.max_terms
+    cdef acc_t* acc = grow + (g.Wo + 2)
+    cdef acc_t* E = acc + W + (W + 1) // 2
+    cdef Py_ssize_t idd, ih, od, i, nrow
+    cdef const store_t* gbase = go + n * g.gs[0] + c * g.gs[1]
+    cdef store_t* xbase = gi + n * g.xs[0] + c * g.xs[1]
+    cdef store_t* dst
+    cdef store_t v
+    cdef Py_ssize_t xs3 = g.xs[3], xs4 = g.xs[4]
+    grow[1] = 0
+    grow[2] = -0.0
+    for idd in range(d0, d1):
+        od = g.dlo[idd]
+        _load_block(gbase + od * g.gs[2] + g.hlo[h0] * g.gs[3], 0, g.gs[4], 1, 1, grow,
+                    g.kind, g.rnd)
+        if g.scale_w:
+            grow[0] = grow[0] * ww[0]
+        _expand(grow, E, g, acc)
+        wts[0] = wd[od] * wh[g.hlo[h0]]
+        rows[0] = E
+        if acc_t is float:
+            pg_combine_f32(acc, rows, wts, 1, 1, 0)
+        else:
+            pg_combine_f64(acc, rows, wts, 1, 1, 0)
+        _store_block(acc, &v, 0, 1, 1, 1, g.kind)
+        dst = xbase + idd * g.xs[2] + h0 * xs3
+        if xs4 == 1 and xs3 == W:
+            nrow = (h1 - h0) * W
+            for i in range(nrow):
+                dst[i] = v
+        else:
+            for ih in range(h1 - h0):
+                for i in range(W):
+                    dst[ih * xs3 + i * xs4] = v
 
 
 cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
@@ -634,7 +725,10 @@ cdef void _gather_run(const store_t* go, store_t* gi, const Gather* g,
     with parallel(num_threads=nt, use_threads_if=nt > 1):
         buf = scratch + threadid() * per_thread
         for item in prange(n_items, schedule='static'):
-            _gather_item(go, gi, g, wd, wh, ww, buf, item)
+            if g.fill:
+                _fill_item(go, gi, g, wd, wh, ww, buf, item)
+            else:
+                _gather_item(go, gi, g, wd, wh, ww, buf, item)
         pg_store_fence()
 
 
@@ -663,7 +757,7 @@ cdef class AvgGatherKernel(PlannedKernel):
 
     def __init__(self, go6, gi6, int kind, int rnd, tables, taps, poly, weights, Py_ssize_t bd,
                  Py_ssize_t bh, Py_ssize_t rows, Py_ssize_t max_terms, bint scale_w,
-                 bint stream, bint tstore=False):
+                 bint stream, bint tstore=False, bint fill=False):
         cdef const int64_t[::1] t
         dlo, dhi, hlo, hhi, wlo, whi = tables
         wd, wh, ww = weights
@@ -677,6 +771,7 @@ cdef class AvgGatherKernel(PlannedKernel):
         g.kind, g.rnd, g.scale_w, g.stream = kind, rnd, scale_w, stream
         g.max_terms = max(max_terms, 1)
         g.tstore = tstore
+        g.fill = fill and g.L == 1 and g.Wo == 1 and not tstore
         g.rows_cap = rows
         g.m = 0 if taps is None else taps.shape[0] // gi6.shape[4]
         if g.m:
@@ -839,7 +934,17 @@ cdef Py_ssize_t _plane_bad(const idx_t* ind, const Scatter* g, Py_ssize_t p,
     cdef Py_ssize_t n = p // g.C
     cdef const idx_t* jb = ind + n * g.js[0] + c * g.js[1]
     cdef const idx_t* jp
-    cdef Py_ssize_t oh, ow, l, bad = 0
+    cdef Py_ssize_t oh, ow, l, i, bad = 0, n_el = g.Ho * g.Wo * g.L
+    cdef uint64_t any64 = 0, lim64 = limit - 1
+    if (g.js[3] == g.Wo * g.L and
+            ((g.L == 1 and g.js[4] == 1) or (g.js[5] == 1 and g.js[4] == g.L))):
+        # a contiguous plane: one vectorisable pass that only says whether any index is bad
+        # (x | (limit - 1 - x) has its top bit set exactly when x < 0 or x >= limit, in
+        # unsigned arithmetic); the exact count below runs only when one is
+        for i in range(n_el):
+            any64 = any64 | <uint64_t><int64_t>jb[i] | (lim64 - <uint64_t><int64_t>jb[i])
+        if not (any64 >> 63):
+            return 0
     for oh in range(g.Ho):
         for ow in range(g.Wo):
             jp = jb + oh * g.js[3] + ow * g.js[4]

@@ -14,6 +14,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #if defined(__SSE2__) || defined(_M_X64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2)
 #include <emmintrin.h>
@@ -131,6 +132,80 @@ static inline void pg_stream_u16(uint16_t *dst, const uint16_t *src, ptrdiff_t n
         _mm_stream_si128((__m128i *)(dst + j), _mm_loadu_si128((const __m128i *)(src + j)));
 #endif
     for (; j < n; j++) dst[j] = src[j];
+}
+
+/*
+ * A line writer for a contiguous output region written as a sequence of rows: whole cache
+ * lines go out with streaming stores even where rows are shorter than a line or not
+ * line-aligned (a line that spans two rows is assembled in `carry` first).  The partial
+ * lines at the two ends of the region get ordinary stores, since the neighbouring bytes
+ * may belong to another thread's region.  The benchmarks' streaming copy uses it.  (Tried
+ * for the gather kernel's rows, where an item's rows follow each other in memory: no
+ * faster on either machine measured, see benchmarks/RESULTS.md, so the kernels do not.)
+ */
+typedef struct {
+    char *pos;            /* next byte of the region to write */
+    ptrdiff_t ncarry;     /* bytes of the line at pos - ncarry held in carry */
+    unsigned char carry[64];
+} pg_sw;
+
+static inline void pg_sw_begin(pg_sw *w, void *dst)
+{
+    w->pos = (char *)dst;
+    w->ncarry = 0;
+}
+
+static inline void pg_sw_line(char *dst, const unsigned char *src)
+{
+#if PG_HAVE_STREAM
+    __m128i a = _mm_loadu_si128((const __m128i *)src);
+    __m128i b = _mm_loadu_si128((const __m128i *)(src + 16));
+    __m128i c = _mm_loadu_si128((const __m128i *)(src + 32));
+    __m128i d = _mm_loadu_si128((const __m128i *)(src + 48));
+    _mm_stream_si128((__m128i *)dst, a);
+    _mm_stream_si128((__m128i *)(dst + 16), b);
+    _mm_stream_si128((__m128i *)(dst + 32), c);
+    _mm_stream_si128((__m128i *)(dst + 48), d);
+#else
+    memcpy(dst, src, 64);
+#endif
+}
+
+static inline void pg_sw_append(pg_sw *w, const void *src_, ptrdiff_t n)
+{
+    const unsigned char *src = (const unsigned char *)src_;
+    if (w->ncarry) {                       /* finish the line begun by earlier rows */
+        ptrdiff_t k = 64 - w->ncarry;
+        if (k > n) k = n;
+        memcpy(w->carry + w->ncarry, src, (size_t)k);
+        w->ncarry += k; w->pos += k; src += k; n -= k;
+        if (w->ncarry < 64) return;
+        pg_sw_line(w->pos - 64, w->carry);
+        w->ncarry = 0;
+    } else {
+        ptrdiff_t mis = (ptrdiff_t)(((uintptr_t)w->pos) & 63u);
+        if (mis) {                         /* the region's first, partial line */
+            ptrdiff_t k = 64 - mis;
+            if (k > n) k = n;
+            memcpy(w->pos, src, (size_t)k);
+            w->pos += k; src += k; n -= k;
+        }
+    }
+    while (n >= 64) {
+        pg_sw_line(w->pos, src);
+        w->pos += 64; src += 64; n -= 64;
+    }
+    if (n > 0) {
+        memcpy(w->carry, src, (size_t)n);
+        w->ncarry = n; w->pos += n;
+    }
+}
+
+/* the region's last, partial line: ordinary stores */
+static inline void pg_sw_end(pg_sw *w)
+{
+    if (w->ncarry) memcpy(w->pos - w->ncarry, w->carry, (size_t)w->ncarry);
+    w->ncarry = 0;
 }
 
 /* streaming stores are weakly ordered: fence before other threads may read the data */

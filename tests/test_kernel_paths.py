@@ -1,0 +1,182 @@
+"""Kernel paths chosen by the plan that ordinary-sized tests may not reach (issue #4):
+
+* the plane fill of global pooling (every grad_output row one value, every input index in
+  exactly one window): same values as the reference and the same bits as the gather of
+  the other layouts, special values (-0.0, inf, NaN) included;
+* streaming (non-temporal) stores, normally used only for outputs over 8 MiB: forced on
+  small outputs here, they must give the same bits as ordinary stores;
+* the max-pool index check's fast path for contiguous index planes, at the edges of the
+  valid range and at the extremes of each index type.
+"""
+import numpy as np
+import pytest
+
+import pool_grad as pg
+from conftest import DTYPE_IDS, DTYPES, OUT_LAYOUTS, empty_out, make_array
+from pool_grad import _plan, functions
+from reference import (ref_adaptive_avg_pool3d_backward, ref_adaptive_max_pool2d_backward,
+                       ref_avg_pool2d_backward, tolerance)
+
+
+def _bits(a):
+    return np.ascontiguousarray(a).view(np.uint8)
+
+
+GLOBAL_AVG = [  # (x shape, kernel, stride, padding, count_include_pad, divisor_override)
+    ((2, 5, 7, 7), 7, 7, 0, True, 0),
+    ((3, 4, 5, 6), (5, 6), None, 0, True, 0),
+    ((2, 3, 5, 5), 5, 5, 2, True, 0),     # windows reach into the padding
+    ((2, 3, 5, 5), 5, 5, 2, False, 0),
+    ((1, 6, 4, 4), 4, 1, 0, True, -3),
+    ((4, 9, 6), 6, 6, 0, True, 0),        # 3-D input
+]
+
+
+def _special(shape, dtype, rng):
+    g = make_array(shape, dtype, rng)
+    flat = g.reshape(-1)
+    for i, v in enumerate([-0.0, 0.0, np.inf, -np.inf, np.nan]):
+        if i < flat.size:
+            flat[(i * 7) % flat.size] = v
+    return g
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("case", GLOBAL_AVG)
+def test_global_avg_pool2d_fill_matches_reference_and_other_layouts(case, dtype):
+    x_shape, k, s, p, cip, div = case
+    rng = np.random.default_rng(3)
+    y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, s, p, count_include_pad=cip,
+                      divisor_override=div)
+    assert y.shape[-2:] == (1, 1)
+    go = make_array(y.shape, dtype, rng)
+    ref = ref_avg_pool2d_backward(go, x_shape, _pair(k), _pair(s if s else k), _pair(p),
+                                  False, cip, div)
+    rtol, atol = tolerance(dtype)
+    results = []
+    for layout in OUT_LAYOUTS:
+        out = empty_out(x_shape, dtype, layout)
+        pg.avg_pool2d_backward(go, x_shape, k, s, p, count_include_pad=cip,
+                               divisor_override=div, out=out)
+        np.testing.assert_allclose(out.astype(np.float64), ref, rtol=rtol, atol=atol)
+        results.append(_bits(out))
+    special = _special(y.shape, dtype, rng)
+    for layout in OUT_LAYOUTS:
+        out = empty_out(x_shape, dtype, layout)
+        pg.avg_pool2d_backward(special, x_shape, k, s, p, count_include_pad=cip,
+                               divisor_override=div, out=out)
+        results.append(_bits(out))
+    n = len(OUT_LAYOUTS)
+    for r in results[1:n]:
+        assert np.array_equal(r, results[0])
+    for r in results[n + 1:]:
+        assert np.array_equal(r, results[n])
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("x_shape,out_dhw", [((2, 3, 4, 5, 6), (1, 1, 1)),
+                                             ((2, 3, 4, 5, 6), (4, 1, 1)),
+                                             ((2, 3, 1, 7, 7), (1, 1, 1))])
+def test_adaptive_avg_pool3d_fill_matches_reference_and_other_layouts(x_shape, out_dhw,
+                                                                      dtype):
+    rng = np.random.default_rng(4)
+    go = make_array(x_shape[:2] + out_dhw, dtype, rng)
+    ref = ref_adaptive_avg_pool3d_backward(go, x_shape)
+    rtol, atol = tolerance(dtype)
+    results = []
+    for layout in OUT_LAYOUTS:
+        out = empty_out(x_shape, dtype, layout)
+        pg.adaptive_avg_pool3d_backward(go, x_shape, out=out)
+        np.testing.assert_allclose(out.astype(np.float64), ref, rtol=rtol, atol=atol)
+        results.append(_bits(out))
+    for r in results[1:]:
+        assert np.array_equal(r, results[0])
+
+
+def test_fill_plan_is_chosen_only_for_single_covering_windows():
+    spec = ("avg2d", (7, 7), (1, 1), (7, 7), (7, 7), (0, 0), True, 0)
+    assert _plan.constant_planes(spec)
+    # overlapping windows along H: each row is covered by one window, but not exactly one
+    assert not _plan.constant_planes(("adaptive3d", (4, 5, 6), (1, 2, 1)))
+    assert _plan.constant_planes(("adaptive3d", (4, 5, 6), (2, 1, 1)))
+    assert not _plan.constant_planes(("avg2d", (8, 8), (1, 1), (7, 7), (7, 7), (0, 0),
+                                      True, 0))   # row 7 and column 7 lie in no window
+
+
+@pytest.fixture
+def stream_everything(monkeypatch):
+    """Streaming stores on every output, whatever its size or row length."""
+    monkeypatch.setattr(_plan, "STREAM_BYTES", -1)
+    monkeypatch.setattr(_plan, "STREAM_ROW_BYTES", 0)
+    monkeypatch.setattr(functions, "_cache", {})   # no plan from before the switch
+
+
+def _avg_runs(x_shape, dtype, layouts):
+    rng = np.random.default_rng(5)
+    y = pg.avg_pool2d(np.zeros(x_shape, np.float32), 3, 2, 1)
+    go = make_array(y.shape, dtype, rng)
+    outs = []
+    for layout in layouts:
+        out = empty_out(x_shape, dtype, layout)
+        pg.avg_pool2d_backward(go, x_shape, 3, 2, 1, out=out)
+        outs.append(_bits(out))
+    return outs
+
+
+def _max_runs(x_shape, dtype, layouts):
+    rng = np.random.default_rng(6)
+    x = make_array(x_shape, np.float64, rng)
+    _, idx = pg.adaptive_max_pool2d(x, (5, 7), return_indices=True)
+    go = make_array(idx.shape, dtype, rng)
+    outs = []
+    for layout in layouts:
+        out = empty_out(x_shape, dtype, layout)
+        pg.adaptive_max_pool2d_backward(go, x_shape, idx, out=out)
+        outs.append(_bits(out))
+    return outs
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("x_shape", [(2, 3, 17, 300), (2, 5, 9, 37), (1, 40, 6, 70)])
+def test_streaming_stores_give_the_same_bits(x_shape, dtype, request):
+    plain = _avg_runs(x_shape, dtype, OUT_LAYOUTS) + _max_runs(x_shape, dtype, OUT_LAYOUTS)
+    request.getfixturevalue("stream_everything")
+    _plan.gather_geometry.cache_clear()
+    streamed = _avg_runs(x_shape, dtype, OUT_LAYOUTS) + _max_runs(x_shape, dtype,
+                                                                   OUT_LAYOUTS)
+    for a, b in zip(plain, streamed):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("idx_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("layout", ["c", "channels_last", "negative"])
+def test_index_check_edges(idx_dtype, layout):
+    x_shape = (2, 3, 6, 7)
+    limit = 6 * 7
+    rng = np.random.default_rng(7)
+    go = make_array((2, 3, 4, 5), np.float32, rng)
+    info = np.iinfo(idx_dtype)
+    good = rng.integers(0, limit, size=go.shape).astype(idx_dtype)
+    good.reshape(-1)[0] = 0
+    good.reshape(-1)[-1] = limit - 1
+    out = pg.adaptive_max_pool2d_backward(go, x_shape, _as(good, layout))
+    np.testing.assert_allclose(out, ref_adaptive_max_pool2d_backward(go, x_shape, good),
+                               rtol=1e-6)
+    for bad_value in [limit, -1, info.min, info.max, limit + 1, 2 * limit]:
+        for pos in [0, 17, good.size - 1]:
+            bad = good.copy()
+            bad.reshape(-1)[pos] = bad_value
+            dst = np.full(x_shape, 5.0, np.float32)
+            with pytest.raises(pg.ParamInvalidError) as e:
+                pg.adaptive_max_pool2d_backward(go, x_shape, _as(bad, layout), out=dst)
+            assert e.value.code == 161002
+            assert np.all(dst == 5.0)
+
+
+def _as(a, layout):
+    from conftest import as_layout
+    return as_layout(a, layout)
+
+
+def _pair(v):
+    return tuple(v) if isinstance(v, tuple) else (v, v)
