@@ -547,6 +547,24 @@ cdef void _expand(const acc_t* grow, acc_t* erow, const Gather* g, acc_t* tmp) n
     _expand_cols(grow, erow, g, g.P * g.q1, g.W)
 
 
+cdef struct Box:
+    Py_ssize_t n, c, d0, d1, h0, h1
+
+
+cdef inline Box _item_box(const Gather* g, Py_ssize_t item) noexcept nogil:
+    """The (n, c) plane and the D and H row ranges of work item `item` of the gather."""
+    cdef Box b
+    cdef Py_ssize_t t = item // g.nbh
+    b.h0 = (item % g.nbh) * g.bh
+    b.h1 = min(b.h0 + g.bh, g.H)
+    b.d0 = (t % g.nbd) * g.bd
+    b.d1 = min(b.d0 + g.bd, g.D)
+    t = t // g.nbd
+    b.c = t % g.C
+    b.n = t // g.C
+    return b
+
+
 cdef void _fill_item(const store_t* go, store_t* gi, const Gather* g,
                      const acc_t* wd, const acc_t* wh, const acc_t* ww,
                      acc_t* buf, Py_ssize_t item) noexcept nogil:
@@ -555,16 +573,8 @@ cdef void _fill_item(const store_t* go, store_t* gi, const Gather* g,
     grad_input values of a D row are the same number, computed once by the general code's
     arithmetic (load, W scale, expansion, weighted combine), then stored as a fill."""
     cdef Py_ssize_t W = g.W
-    cdef Py_ssize_t bh_i = item % g.nbh
-    cdef Py_ssize_t t = item // g.nbh
-    cdef Py_ssize_t bd_i = t % g.nbd
-    t = t // g.nbd
-    cdef Py_ssize_t c = t % g.C
-    cdef Py_ssize_t n = t // g.C
-    cdef Py_ssize_t d0 = bd_i * g.bd
-    cdef Py_ssize_t d1 = min(d0 + g.bd, g.D)
-    cdef Py_ssize_t h0 = bh_i * g.bh
-    cdef Py_ssize_t h1 = min(h0 + g.bh, g.H)
+    cdef Box box = _item_box(g, item)
+    cdef Py_ssize_t c = box.c, n = box.n, d0 = box.d0, d1 = box.d1, h0 = box.h0, h1 = box.h1
     cdef const acc_t** rows = <const acc_t**>buf
     cdef acc_t* wts = buf + g.max_terms * (sizeof(void*) // sizeof(acc_t))
     cdef acc_t* grow = wts + g.max_terms
@@ -608,16 +618,8 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                        acc_t* buf, Py_ssize_t item) noexcept nogil:
     cdef Py_ssize_t W = g.W, L = g.L, Wo = g.Wo
     cdef Py_ssize_t rl = W * L
-    cdef Py_ssize_t bh_i = item % g.nbh
-    cdef Py_ssize_t t = item // g.nbh
-    cdef Py_ssize_t bd_i = t % g.nbd
-    t = t // g.nbd
-    cdef Py_ssize_t c = t % g.C
-    cdef Py_ssize_t n = t // g.C
-    cdef Py_ssize_t d0 = bd_i * g.bd
-    cdef Py_ssize_t d1 = min(d0 + g.bd, g.D)
-    cdef Py_ssize_t h0 = bh_i * g.bh
-    cdef Py_ssize_t h1 = min(h0 + g.bh, g.H)
+    cdef Box box = _item_box(g, item)
+    cdef Py_ssize_t c = box.c, n = box.n, d0 = box.d0, d1 = box.d1, h0 = box.h0, h1 = box.h1
     cdef Py_ssize_t od0 = g.dlo[d0], od1 = g.dhi[d1 - 1]
     cdef Py_ssize_t oh0 = g.hlo[h0], oh1 = g.hhi[h1 - 1]
     cdef Py_ssize_t noh = oh1 - oh0 if oh1 > oh0 else 0
