@@ -115,6 +115,8 @@ def config():
         "openmp_library": openmp_library(),
         "openmp_max_threads": _kernels.omp_max_threads(),
         "default_threads": _threads.get_num_threads(),
+        "simd": _kernels.simd_in_use(),
+        "f16c": _kernels.f16c_in_use(),
         "build": _build_info(),
     }
 

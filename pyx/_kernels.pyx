@@ -34,7 +34,14 @@ cdef extern from "pg_half.h" nogil:
     void pg_f32_to_f16_row(const float* s, uint16_t* d, Py_ssize_t n)
     int pg_have_f16c()
 
+cdef extern from "pg_cpu.h" nogil:
+    int pg_have_avx2()
+    void pg_set_simd(int allowed)
+
 cdef extern from "pg_stream.h" nogil:
+    void pg_mul_f32(float* dst, const float* a, const float* b, Py_ssize_t n)
+    int pg_combine_h16(uint16_t* dst, const float** rows, const float* w, Py_ssize_t nr,
+                       Py_ssize_t n, int bf16)
     void pg_combine_f32(float* dst, const float** rows, const float* w, Py_ssize_t nr,
                         Py_ssize_t n, int stream)
     void pg_combine_f64(double* dst, const double** rows, const double* w, Py_ssize_t nr,
@@ -95,6 +102,17 @@ def f16c_in_use():
     """Whether float16 rows are converted with the CPU's F16C instructions."""
     return bool(pg_have_f16c())
 OPENMP_VERSION = PG_OPENMP_VERSION
+
+
+def simd_in_use():
+    """The instruction set of the hot float loops: "avx2" or "baseline" (pg_cpu.h)."""
+    return "avx2" if pg_have_avx2() else "baseline"
+
+
+def _set_simd(bint allowed):
+    """Allow (default) or forbid the AVX2 loops; for tests comparing the two, which must
+    give the same bits.  Not thread-safe: call only while no kernel runs."""
+    pg_set_simd(allowed)
 
 
 def omp_max_threads():
@@ -575,7 +593,6 @@ cdef void _fill_item(const store_t* go, store_t* gi, const Gather* g,
     cdef Py_ssize_t W = g.W
     cdef Box box = _item_box(g, item)
     cdef Py_ssize_t c = box.c, n = box.n, d0 = box.d0, d1 = box.d1, h0 = box.h0, h1 = box.h1
-    cdef const acc_t** rows = <const acc_t**>buf
     cdef acc_t* wts = buf + g.max_terms * (sizeof(void*) // sizeof(acc_t))
     cdef acc_t* grow = wts + g.max_terms
     cdef acc_t* acc = grow + (g.Wo + 2)
@@ -594,13 +611,10 @@ cdef void _fill_item(const store_t* go, store_t* gi, const Gather* g,
                     g.kind, g.rnd)
         if g.scale_w:
             grow[0] = grow[0] * ww[0]
-        _expand(grow, E, g, acc)
-        wts[0] = wd[od] * wh[g.hlo[h0]]
-        rows[0] = E
-        if acc_t is float:
-            pg_combine_f32(acc, rows, wts, 1, 1, 0)
-        else:
-            pg_combine_f64(acc, rows, wts, 1, 1, 0)
+        # every column holds the same value: expand column 0 only, then the one-term
+        # combine (pg_combine's w * row) of it
+        _expand_cols(grow, E, g, 0, 1)
+        acc[0] = (wd[od] * wh[g.hlo[h0]]) * E[0]
         _store_block(acc, &v, 0, 1, 1, 1, g.kind)
         dst = xbase + idd * g.xs[2] + h0 * xs3
         if xs4 == 1 and xs3 == W:
@@ -648,6 +662,13 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
     # grad_output rows -> E rows (each row scaled by ww per output column, then expanded)
     for od in range(od0, od1):
         for oh in range(oh0, oh1):
+            if store_t is float:
+                if acc_t is float:
+                    if L == 1 and g.scale_w and g.rnd == R_NONE and g.gs[4] == 1:
+                        # load and W scale in one pass (the same products)
+                        pg_mul_f32(grow, gbase + od * g.gs[2] + oh * g.gs[3], ww, Wo)
+                        _expand(grow, E + ((od - od0) * noh + (oh - oh0)) * rl, g, acc)
+                        continue
             if L == 1:
                 _load_block(gbase + od * g.gs[2] + oh * g.gs[3], 0, g.gs[4], 1, Wo,
                             grow, g.kind, g.rnd)
@@ -699,6 +720,11 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                 if acc_t is double:
                     if direct:
                         pg_combine_f64(dst, rows, wts, nr, rl, g.stream)
+                        continue
+            if store_t is uint16_t:
+                if acc_t is float:
+                    if direct and not g.stream and pg_combine_h16(dst, rows, wts, nr, rl,
+                                                                  g.kind == K_BF16):
                         continue
             if acc_t is float:
                 pg_combine_f32(acc, rows, wts, nr, rl, 0)

@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "pg_cpu.h"
+
 static inline uint32_t pg_f32_bits(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
 static inline float pg_bits_f32(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
 
@@ -51,18 +53,8 @@ ATTR static void NAME_OUT(const float *s, uint16_t *d, ptrdiff_t n)             
 
 PG_BF16_LOOPS(pg_bf16_to_f32_row_base, pg_f32_to_bf16_row_base, )
 
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
-PG_BF16_LOOPS(pg_bf16_to_f32_row_avx2, pg_f32_to_bf16_row_avx2, __attribute__((target("avx2"))))
-
-static int pg_have_avx2(void)
-{
-    static int have = -1;   /* a benign race: every thread computes the same value */
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx2");
-    }
-    return have;
-}
+#if PG_X86_DISPATCH
+PG_BF16_LOOPS(pg_bf16_to_f32_row_avx2, pg_f32_to_bf16_row_avx2, PG_TARGET_AVX2)
 #define PG_BF16_ROW(base, avx2, ...) (pg_have_avx2() ? avx2(__VA_ARGS__) : base(__VA_ARGS__))
 #else
 #define PG_BF16_ROW(base, avx2, ...) base(__VA_ARGS__)

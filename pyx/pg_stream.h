@@ -16,6 +16,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "pg_cpu.h"
+#include "pg_half.h"
+
 #if defined(__SSE2__) || defined(_M_X64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2)
 #include <emmintrin.h>
 #define PG_HAVE_STREAM 1
@@ -46,28 +49,72 @@ static inline double pg_combine1_f64(const double *const *rows, const double *w,
     return s;
 }
 
+/* the ordinary-store combine, with the common term counts as loops of their own (the
+ * compiler vectorises each); built for baseline and AVX2 (pg_cpu.h) */
+#define PG_COMBINE_LOOPS(T, NAME, ATTR)                                                     \
+ATTR static void NAME(T *PG_RESTRICT dst, const T *const *rows, const T *w, ptrdiff_t nr,     \
+                      ptrdiff_t n)                                                          \
+{                                                                                           \
+    ptrdiff_t j;                                                                            \
+    const T *PG_RESTRICT a = rows[0];                                                          \
+    const T wa = w[0];                                                                      \
+    if (nr == 1) {                                                                          \
+        for (j = 0; j < n; j++) dst[j] = wa * a[j];                                         \
+    } else if (nr == 2) {                                                                   \
+        const T *PG_RESTRICT b = rows[1];                                                      \
+        const T wb = w[1];                                                                  \
+        for (j = 0; j < n; j++) dst[j] = wa * a[j] + wb * b[j];                             \
+    } else if (nr == 3) {                                                                   \
+        const T *PG_RESTRICT b = rows[1], *PG_RESTRICT c = rows[2];                               \
+        const T wb = w[1], wc = w[2];                                                       \
+        for (j = 0; j < n; j++) dst[j] = (wa * a[j] + wb * b[j]) + wc * c[j];               \
+    } else {                                                                                \
+        for (j = 0; j < n; j++) dst[j] = wa * a[j];                                         \
+        for (ptrdiff_t r = 1; r < nr; r++) {                                                \
+            const T *PG_RESTRICT b = rows[r];                                                  \
+            const T wb = w[r];                                                              \
+            for (j = 0; j < n; j++) dst[j] = dst[j] + wb * b[j];                            \
+        }                                                                                   \
+    }                                                                                       \
+}
+
+/* dst[j] = a[j] * b[j]: a grad_output row scaled by the W weights as it is loaded */
+#define PG_MUL_LOOP(NAME, ATTR)                                                             \
+ATTR static void NAME(float *PG_RESTRICT dst, const float *PG_RESTRICT a,                   \
+                      const float *PG_RESTRICT b, ptrdiff_t n)                              \
+{                                                                                           \
+    for (ptrdiff_t j = 0; j < n; j++) dst[j] = a[j] * b[j];                                 \
+}
+
+PG_MUL_LOOP(pg_mul_base_f32, )
+PG_COMBINE_LOOPS(float, pg_combine_base_f32, )
+PG_COMBINE_LOOPS(double, pg_combine_base_f64, )
+#if PG_X86_DISPATCH
+PG_COMBINE_LOOPS(float, pg_combine_avx2_f32, PG_TARGET_AVX2)
+PG_COMBINE_LOOPS(double, pg_combine_avx2_f64, PG_TARGET_AVX2)
+PG_MUL_LOOP(pg_mul_avx2_f32, PG_TARGET_AVX2)
+#define PG_COMBINE(sfx, ...) \
+    (pg_have_avx2() ? pg_combine_avx2_##sfx(__VA_ARGS__) : pg_combine_base_##sfx(__VA_ARGS__))
+#define PG_MUL(...) (pg_have_avx2() ? pg_mul_avx2_f32(__VA_ARGS__) : pg_mul_base_f32(__VA_ARGS__))
+#else
+#define PG_COMBINE(sfx, ...) pg_combine_base_##sfx(__VA_ARGS__)
+#define PG_MUL(...) pg_mul_base_f32(__VA_ARGS__)
+#endif
+
+static inline void pg_mul_f32(float *dst, const float *a, const float *b, ptrdiff_t n)
+{
+    PG_MUL(dst, a, b, n);
+}
+
 static inline void pg_combine_f32(float *dst, const float *const *rows, const float *w,
                                   ptrdiff_t nr, ptrdiff_t n, int stream)
 {
-    ptrdiff_t j = 0, head = n, body_end = n;
-    if (nr == 1) {
-        const float *a = rows[0]; float wa = w[0];
-        if (!(PG_HAVE_STREAM && stream)) { for (j = 0; j < n; j++) dst[j] = wa * a[j]; return; }
-    } else if (nr == 2) {
-        const float *a = rows[0], *b = rows[1]; float wa = w[0], wb = w[1];
-        if (!(PG_HAVE_STREAM && stream)) {
-            for (j = 0; j < n; j++) dst[j] = wa * a[j] + wb * b[j];
-            return;
-        }
-    } else if (!(PG_HAVE_STREAM && stream)) {
-        for (j = 0; j < n; j++) dst[j] = w[0] * rows[0][j];
-        for (ptrdiff_t r = 1; r < nr; r++) {
-            const float *a = rows[r]; float wa = w[r];
-            for (j = 0; j < n; j++) dst[j] = dst[j] + wa * a[j];
-        }
+    if (!(PG_HAVE_STREAM && stream)) {
+        PG_COMBINE(f32, dst, rows, w, nr, n);
         return;
     }
 #if PG_HAVE_STREAM
+    ptrdiff_t j = 0, head = n, body_end = n;
     PG_LINES(float, dst, n, head, body_end);
     for (j = 0; j < head; j++) dst[j] = pg_combine1_f32(rows, w, nr, j);
     for (; j < body_end; j += 4) {
@@ -83,20 +130,12 @@ static inline void pg_combine_f32(float *dst, const float *const *rows, const fl
 static inline void pg_combine_f64(double *dst, const double *const *rows, const double *w,
                                   ptrdiff_t nr, ptrdiff_t n, int stream)
 {
-    ptrdiff_t j = 0, head = n, body_end = n;
     if (!(PG_HAVE_STREAM && stream)) {
-        if (nr == 1) {
-            for (j = 0; j < n; j++) dst[j] = w[0] * rows[0][j];
-        } else if (nr == 2) {
-            for (j = 0; j < n; j++) dst[j] = w[0] * rows[0][j] + w[1] * rows[1][j];
-        } else {
-            for (j = 0; j < n; j++) dst[j] = w[0] * rows[0][j];
-            for (ptrdiff_t r = 1; r < nr; r++)
-                for (j = 0; j < n; j++) dst[j] = dst[j] + w[r] * rows[r][j];
-        }
+        PG_COMBINE(f64, dst, rows, w, nr, n);
         return;
     }
 #if PG_HAVE_STREAM
+    ptrdiff_t j = 0, head = n, body_end = n;
     PG_LINES(double, dst, n, head, body_end);
     for (j = 0; j < head; j++) dst[j] = pg_combine1_f64(rows, w, nr, j);
     for (; j < body_end; j += 2) {
@@ -107,6 +146,89 @@ static inline void pg_combine_f64(double *dst, const double *const *rows, const 
     }
     for (; j < n; j++) dst[j] = pg_combine1_f64(rows, w, nr, j);
 #endif
+}
+
+/*
+ * The combine of a 16-bit output row with its single rounding fused in (AVX2 and F16C):
+ * eight sums at a time, rounded to bfloat16 (integer operations, pg_half.h's formula) or
+ * float16 (the F16C instruction, IEEE round to nearest even) and stored, without the
+ * float32 row in between.  The same bits as pg_combine_f32 followed by the row conversion.
+ * Returns 0 where the CPU lacks the instructions (the caller then does those two steps).
+ */
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2
+static inline __m256 pg_combine8_avx2(const float *const *rows, const float *w, ptrdiff_t nr,
+                                      ptrdiff_t j)
+{
+    __m256 s = _mm256_mul_ps(_mm256_set1_ps(w[0]), _mm256_loadu_ps(rows[0] + j));
+    for (ptrdiff_t r = 1; r < nr; r++)
+        s = _mm256_add_ps(s, _mm256_mul_ps(_mm256_set1_ps(w[r]), _mm256_loadu_ps(rows[r] + j)));
+    return s;
+}
+
+PG_TARGET_AVX2
+static void pg_combine_bf16_avx2(uint16_t *dst, const float *const *rows, const float *w,
+                                 ptrdiff_t nr, ptrdiff_t n)
+{
+    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
+    const __m256i absmask = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
+    const __m256i quiet = _mm256_set1_epi32(0x40);
+    ptrdiff_t j = 0;
+    if (n < 8) {
+        for (; j < n; j++) dst[j] = pg_f32_to_bf16(pg_combine1_f32(rows, w, nr, j));
+        return;
+    }
+    for (;; j += 8) {
+        if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
+        __m256i u = _mm256_castps_si256(pg_combine8_avx2(rows, w, nr, j));
+        __m256i hi = _mm256_srli_epi32(u, 16);
+        __m256i r = _mm256_srli_epi32(
+            _mm256_add_epi32(_mm256_add_epi32(u, bias), _mm256_and_si256(hi, one)), 16);
+        __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, absmask), inf);
+        __m256i v = _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet), nan);
+        _mm_storeu_si128((__m128i *)(dst + j),
+                         _mm_packus_epi32(_mm256_castsi256_si128(v),
+                                          _mm256_extracti128_si256(v, 1)));
+        if (j + 8 == n) break;
+    }
+}
+
+__attribute__((target("avx2,f16c")))
+static void pg_combine_f16_avx2(uint16_t *dst, const float *const *rows, const float *w,
+                                ptrdiff_t nr, ptrdiff_t n)
+{
+    ptrdiff_t j = 0;
+    if (n < 8) {
+        for (; j < n; j++) dst[j] = pg_f32_to_f16(pg_combine1_f32(rows, w, nr, j));
+        return;
+    }
+    for (;; j += 8) {
+        if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
+        _mm_storeu_si128((__m128i *)(dst + j),
+                         _mm256_cvtps_ph(pg_combine8_avx2(rows, w, nr, j),
+                                         _MM_FROUND_TO_NEAREST_INT));
+        if (j + 8 == n) break;
+    }
+}
+#endif
+
+static inline int pg_combine_h16(uint16_t *dst, const float *const *rows, const float *w,
+                                 ptrdiff_t nr, ptrdiff_t n, int bf16)
+{
+#if PG_X86_DISPATCH
+    if (!pg_have_avx2())
+        return 0;
+    if (bf16) {
+        pg_combine_bf16_avx2(dst, rows, w, nr, n);
+        return 1;
+    }
+    if (pg_have_f16c()) {
+        pg_combine_f16_avx2(dst, rows, w, nr, n);
+        return 1;
+    }
+#endif
+    (void)dst; (void)rows; (void)w; (void)nr; (void)n; (void)bf16;
+    return 0;
 }
 
 /* a contiguous row copy with the same line policy (the max-pool scatter's store) */

@@ -5,6 +5,9 @@
   the other layouts, special values (-0.0, inf, NaN) included;
 * streaming (non-temporal) stores, normally used only for outputs over 8 MiB: forced on
   small outputs here, they must give the same bits as ordinary stores;
+* the AVX2 builds of the float loops (row combine, W scale, period-2 expansion, bfloat16
+  conversions), chosen at run time on CPUs that have AVX2: the same bits as the baseline
+  loops, with windows of 1 to 3 taps per phase and rows of every length mod 8;
 * the max-pool index check's fast path for contiguous index planes, at the edges of the
   valid range and at the extremes of each index type.
 """
@@ -13,7 +16,7 @@ import pytest
 
 import pool_grad as pg
 from conftest import DTYPE_IDS, DTYPES, OUT_LAYOUTS, empty_out, make_array
-from pool_grad import _plan, functions
+from pool_grad import _kernels, _plan, functions
 from reference import (ref_adaptive_avg_pool3d_backward, ref_adaptive_max_pool2d_backward,
                        ref_avg_pool2d_backward, tolerance)
 
@@ -145,6 +148,52 @@ def test_streaming_stores_give_the_same_bits(x_shape, dtype, request):
     streamed = _avg_runs(x_shape, dtype, OUT_LAYOUTS) + _max_runs(x_shape, dtype,
                                                                    OUT_LAYOUTS)
     for a, b in zip(plain, streamed):
+        assert np.array_equal(a, b)
+
+
+SIMD_AVG = [  # (x shape, kernel, stride, padding, count_include_pad)
+    ((2, 3, 21, 37), 3, 2, 1, True),       # phases of 1 and 2 taps
+    ((2, 3, 20, 40), 2, 2, 0, True),       # 1 and 1
+    ((1, 4, 19, 45), 5, 2, 2, False),      # 3 and 2, border divisors
+    ((1, 2, 16, 75), 4, 2, 1, True),       # 2 and 2
+    ((3, 2, 9, 9), 3, 1, 1, True),         # period 1
+    ((2, 3, 23, 61), 7, 3, 3, False),      # period 3: generic loops
+]
+
+
+@pytest.fixture
+def baseline_simd():
+    """Runs the test body's kernels with the AVX2 loops forbidden, then allows them again."""
+    _kernels._set_simd(False)
+    yield
+    _kernels._set_simd(True)
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_avx2_loops_give_the_same_bits_as_baseline(dtype, request):
+    def runs():
+        outs = []
+        for x_shape, k, s, p, cip in SIMD_AVG:
+            y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, s, p, count_include_pad=cip)
+            go = _special(y.shape, dtype, np.random.default_rng(9))
+            for layout in ("c", "channels_last"):
+                out = empty_out(x_shape, dtype, layout)
+                pg.avg_pool2d_backward(go, x_shape, k, s, p, count_include_pad=cip,
+                                       out=out, n_threads=1)
+                outs.append(_bits(out))
+        go3 = make_array((2, 3, 4, 5, 9), dtype, np.random.default_rng(8))
+        for layout in ("c", "channels_last"):
+            out = empty_out((2, 3, 9, 14, 37), dtype, layout)
+            pg.adaptive_avg_pool3d_backward(go3, (2, 3, 9, 14, 37), out=out)
+            outs.append(_bits(out))
+        return outs
+
+    fast = runs()
+    request.getfixturevalue("baseline_simd")
+    assert _kernels.simd_in_use() == "baseline"
+    base = runs()
+    for a, b in zip(fast, base):
         assert np.array_equal(a, b)
 
 

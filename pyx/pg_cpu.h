@@ -1,0 +1,47 @@
+/*
+ * Run-time choice of instruction set for the hot float32 loops.
+ *
+ * The wheel targets baseline x86-64 (SSE2).  Loops whose results do not depend on the
+ * vector width -- element-wise multiplies and adds in a fixed order, no fused
+ * multiply-add (the build passes -ffp-contract=off), integer bit manipulation -- are also
+ * compiled for AVX2 with a target attribute and chosen at run time, so every CPU computes
+ * the same bits.  pg_set_simd(0) forces the baseline loops (the tests compare the two).
+ */
+#ifndef PG_CPU_H
+#define PG_CPU_H
+
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+#include <immintrin.h>
+#define PG_X86_DISPATCH 1
+#define PG_TARGET_AVX2 __attribute__((target("avx2")))
+
+static int pg_simd_allowed = 1;     /* set by pg_set_simd() only, before any kernel runs */
+
+static inline int pg_cpu_avx2(void)
+{
+    static int have = -1;   /* a benign race: every thread computes the same value */
+    if (have < 0) {
+        __builtin_cpu_init();
+        have = __builtin_cpu_supports("avx2");
+    }
+    return have;
+}
+
+static inline int pg_have_avx2(void) { return pg_simd_allowed && pg_cpu_avx2(); }
+#else
+#define PG_X86_DISPATCH 0
+#define PG_TARGET_AVX2
+static int pg_simd_allowed = 1;
+static inline int pg_have_avx2(void) { return 0; }
+#endif
+
+#if defined(_MSC_VER)
+#define PG_RESTRICT __restrict
+#else
+#define PG_RESTRICT __restrict__
+#endif
+
+/* 1: use the AVX2 loops where the CPU has them (default); 0: baseline loops only */
+static inline void pg_set_simd(int allowed) { pg_simd_allowed = allowed != 0; }
+
+#endif
