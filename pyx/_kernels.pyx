@@ -158,6 +158,9 @@ def _copy_for_benchmark(dst, src, int n_threads, bint stream):
 # further thread needs as much again (benchmarks/bench.py measures it).
 cdef enum:
     C_GRAIN_BYTES = 1 << 18
+    # calls moving fewer bytes than this keep the GIL: releasing and taking it back costs
+    # more than such a kernel runs (a few microseconds)
+    C_NOGIL_BYTES = 1 << 16
     # the workspace start is rounded up to this many bytes, which workspace sizes include
     C_ALIGN = 64
 
@@ -750,7 +753,15 @@ cdef void _gather_run(const store_t* go, store_t* gi, const Gather* g,
     cdef Py_ssize_t n_items = g.N * g.C * g.nbd * g.nbh
     cdef Py_ssize_t item
     cdef acc_t* buf = scratch
-    with parallel(num_threads=nt, use_threads_if=nt > 1):
+    if nt <= 1:   # no parallel region to open (a few microseconds for a small call)
+        for item in range(n_items):
+            if g.fill:
+                _fill_item(go, gi, g, wd, wh, ww, buf, item)
+            else:
+                _gather_item(go, gi, g, wd, wh, ww, buf, item)
+        pg_store_fence()
+        return
+    with parallel(num_threads=nt):
         buf = scratch + threadid() * per_thread
         for item in prange(n_items, schedule='static'):
             if g.fill:
@@ -853,19 +864,25 @@ cdef class AvgGatherKernel(PlannedKernel):
 
     cdef Py_ssize_t _execute(self, char* scratch, int nt, char* go, char* gi,
                              char* ind) except -1:
+        if self.traffic >= C_NOGIL_BYTES:
+            with nogil:
+                self._launch(scratch, nt, go, gi)
+        else:
+            self._launch(scratch, nt, go, gi)
+        return 0
+
+    cdef void _launch(self, char* scratch, int nt, char* go, char* gi) noexcept nogil:
         cdef Gather* g = &self.g
         cdef Py_ssize_t per = self.scratch_elems
-        with nogil:
-            if g.kind == K_F64:
-                _gather_run(<const double*>go, <double*>gi, g, &self.wd_d[0], &self.wh_d[0],
-                            &self.ww_d[0], <double*>scratch, per, nt)
-            elif g.kind == K_F32:
-                _gather_run(<const float*>go, <float*>gi, g, &self.wd_f[0], &self.wh_f[0],
-                            &self.ww_f[0], <float*>scratch, per, nt)
-            else:
-                _gather_run(<const uint16_t*>go, <uint16_t*>gi, g, &self.wd_f[0],
-                            &self.wh_f[0], &self.ww_f[0], <float*>scratch, per, nt)
-        return 0
+        if g.kind == K_F64:
+            _gather_run(<const double*>go, <double*>gi, g, &self.wd_d[0], &self.wh_d[0],
+                        &self.ww_d[0], <double*>scratch, per, nt)
+        elif g.kind == K_F32:
+            _gather_run(<const float*>go, <float*>gi, g, &self.wd_f[0], &self.wh_f[0],
+                        &self.ww_f[0], <float*>scratch, per, nt)
+        else:
+            _gather_run(<const uint16_t*>go, <uint16_t*>gi, g, &self.wd_f[0],
+                        &self.wh_f[0], &self.ww_f[0], <float*>scratch, per, nt)
 
 
 # --------------------------------------------------------------------------------------
@@ -949,7 +966,12 @@ cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const S
     cdef Py_ssize_t n_items = g.N * g.C * g.nbh
     cdef Py_ssize_t item
     cdef acc_t* buf = scratch
-    with parallel(num_threads=nt, use_threads_if=nt > 1):
+    if nt <= 1:
+        for item in range(n_items):
+            _scatter_item(go, ind, gi, g, buf, item)
+        pg_store_fence()
+        return
+    with parallel(num_threads=nt):
         buf = scratch + threadid() * per_thread
         for item in prange(n_items, schedule='static'):
             _scatter_item(go, ind, gi, g, buf, item)
@@ -985,6 +1007,10 @@ cdef Py_ssize_t _plane_bad(const idx_t* ind, const Scatter* g, Py_ssize_t p,
 cdef Py_ssize_t _count_bad(const idx_t* ind, const Scatter* g, int nt) noexcept nogil:
     cdef Py_ssize_t p, bad = 0
     cdef uint64_t limit = <uint64_t>(g.H * g.W)
+    if nt <= 1:
+        for p in range(g.N * g.C):
+            bad += _plane_bad(ind, g, p, limit)
+        return bad
     for p in prange(g.N * g.C, num_threads=nt, schedule='static', use_threads_if=nt > 1,
                     nogil=True):
         bad += _plane_bad(ind, g, p, limit)
@@ -1059,45 +1085,57 @@ cdef class MaxScatterKernel(PlannedKernel):
 
     cdef Py_ssize_t _count_bad(self, int nt, char* ind) except -1:
         cdef Py_ssize_t bad
-        with nogil:
-            if self.idx64:
-                bad = _count_bad(<const int64_t*>ind, &self.g, nt)
-            else:
-                bad = _count_bad(<const int32_t*>ind, &self.g, nt)
+        if self.traffic >= C_NOGIL_BYTES:
+            with nogil:
+                bad = self._count_bad_nogil(nt, ind)
+        else:
+            bad = self._count_bad_nogil(nt, ind)
         return bad
+
+    cdef Py_ssize_t _count_bad_nogil(self, int nt, char* ind) noexcept nogil:
+        if self.idx64:
+            return _count_bad(<const int64_t*>ind, &self.g, nt)
+        return _count_bad(<const int32_t*>ind, &self.g, nt)
 
     cdef Py_ssize_t _execute(self, char* scratch, int nt, char* go, char* gi,
                              char* ind) except -1:
         """Check every index, then scatter; returns the number of bad indices (nothing is
         written unless it is 0)."""
-        cdef Scatter* g = &self.g
-        cdef Py_ssize_t per = self.scratch_elems
         cdef Py_ssize_t bad = self._count_bad(nt, ind)
         if bad:
             return bad
-        with nogil:
-            if g.kind == K_F64:
-                if self.idx64:
-                    _scatter_run(<const double*>go, <const int64_t*>ind, <double*>gi, g,
-                                 <double*>scratch, per, nt)
-                else:
-                    _scatter_run(<const double*>go, <const int32_t*>ind, <double*>gi, g,
-                                 <double*>scratch, per, nt)
-            elif g.kind == K_F32:
-                if self.idx64:
-                    _scatter_run(<const float*>go, <const int64_t*>ind, <float*>gi, g,
-                                 <float*>scratch, per, nt)
-                else:
-                    _scatter_run(<const float*>go, <const int32_t*>ind, <float*>gi, g,
-                                 <float*>scratch, per, nt)
-            else:
-                if self.idx64:
-                    _scatter_run(<const uint16_t*>go, <const int64_t*>ind, <uint16_t*>gi, g,
-                                 <float*>scratch, per, nt)
-                else:
-                    _scatter_run(<const uint16_t*>go, <const int32_t*>ind, <uint16_t*>gi, g,
-                                 <float*>scratch, per, nt)
+        if self.traffic >= C_NOGIL_BYTES:
+            with nogil:
+                self._launch(scratch, nt, go, gi, ind)
+        else:
+            self._launch(scratch, nt, go, gi, ind)
         return 0
+
+    cdef void _launch(self, char* scratch, int nt, char* go, char* gi,
+                      char* ind) noexcept nogil:
+        cdef Scatter* g = &self.g
+        cdef Py_ssize_t per = self.scratch_elems
+        if g.kind == K_F64:
+            if self.idx64:
+                _scatter_run(<const double*>go, <const int64_t*>ind, <double*>gi, g,
+                             <double*>scratch, per, nt)
+            else:
+                _scatter_run(<const double*>go, <const int32_t*>ind, <double*>gi, g,
+                             <double*>scratch, per, nt)
+        elif g.kind == K_F32:
+            if self.idx64:
+                _scatter_run(<const float*>go, <const int64_t*>ind, <float*>gi, g,
+                             <float*>scratch, per, nt)
+            else:
+                _scatter_run(<const float*>go, <const int32_t*>ind, <float*>gi, g,
+                             <float*>scratch, per, nt)
+        else:
+            if self.idx64:
+                _scatter_run(<const uint16_t*>go, <const int64_t*>ind, <uint16_t*>gi, g,
+                             <float*>scratch, per, nt)
+            else:
+                _scatter_run(<const uint16_t*>go, <const int32_t*>ind, <uint16_t*>gi, g,
+                             <float*>scratch, per, nt)
 
 
 # --------------------------------------------------------------------------------------
