@@ -40,12 +40,16 @@ cdef extern from "pg_cpu.h" nogil:
 
 cdef extern from "pg_stream.h" nogil:
     void pg_mul_f32(float* dst, const float* a, const float* b, Py_ssize_t n)
-    int pg_combine_h16(uint16_t* dst, const float** rows, const float* w, Py_ssize_t nr,
-                       Py_ssize_t n, int bf16)
-    void pg_combine_f32(float* dst, const float** rows, const float* w, Py_ssize_t nr,
-                        Py_ssize_t n, int stream)
-    void pg_combine_f64(double* dst, const double** rows, const double* w, Py_ssize_t nr,
-                        Py_ssize_t n, int stream)
+    void pg_load_lanes_f32(float* dst, const float* src, Py_ssize_t so, const float* w,
+                           Py_ssize_t Wo, Py_ssize_t L)
+    void pg_scale_f32(float* x, float c, Py_ssize_t n)
+    void pg_scale_f64(double* x, double c, Py_ssize_t n)
+    int pg_combine_h16(uint16_t* dst, const float** rows, Py_ssize_t nr, Py_ssize_t n,
+                       int bf16)
+    void pg_combine_f32(float* dst, const float** rows, Py_ssize_t nr, Py_ssize_t n,
+                        int stream)
+    void pg_combine_f64(double* dst, const double** rows, Py_ssize_t nr, Py_ssize_t n,
+                        int stream)
     void pg_stream_f32(float* dst, const float* src, Py_ssize_t n)
     void pg_stream_f64(double* dst, const double* src, Py_ssize_t n)
     void pg_stream_u16(uint16_t* dst, const uint16_t* src, Py_ssize_t n)
@@ -59,9 +63,15 @@ cdef extern from "pg_stream.h" nogil:
 
 cdef extern from "pg_expand.h" nogil:
     void pg_expand_poly_f32(const float* grow, float* e, Py_ssize_t P, Py_ssize_t q0,
-                            Py_ssize_t nq, const int64_t* c, const int64_t* m, float* tmp)
+                            Py_ssize_t nq, const int64_t* c, const int64_t* m, float* tmp,
+                            float k)
     void pg_expand_poly_f64(const double* grow, double* e, Py_ssize_t P, Py_ssize_t q0,
-                            Py_ssize_t nq, const int64_t* c, const int64_t* m, double* tmp)
+                            Py_ssize_t nq, const int64_t* c, const int64_t* m, double* tmp,
+                            double k)
+    void pg_expand_lanes_f32(const float* grow, float* erow, const int64_t* tap, Py_ssize_t m,
+                             Py_ssize_t W, Py_ssize_t L, float k)
+    void pg_expand_lanes_f64(const double* grow, double* erow, const int64_t* tap,
+                             Py_ssize_t m, Py_ssize_t W, Py_ssize_t L, double k)
 
 cdef extern from "pg_omp.h" nogil:
     int pg_omp_max_threads()
@@ -474,42 +484,39 @@ cdef struct Gather:
 
 
 cdef void _expand_taps(const acc_t* grow, acc_t* erow, const int64_t* tap, Py_ssize_t m,
-                       Py_ssize_t W, Py_ssize_t L) noexcept nogil:
-    """erow[w] = grow[tap[w*m]] + ... + grow[tap[w*m + m-1]], added left to right: the
-    same sums as _expand_w (padding taps add -0.0, which changes nothing), branch-free."""
-    cdef Py_ssize_t iw, t, l
-    cdef const acc_t* src
-    cdef acc_t* dst
+                       Py_ssize_t W, Py_ssize_t L, acc_t k) noexcept nogil:
+    """erow[w] = k * (grow[tap[w*m]] + ... + grow[tap[w*m + m-1]]), added left to right:
+    the same sums as _expand_w (padding taps add -0.0, which changes nothing), branch-free."""
+    cdef Py_ssize_t iw, t
+    cdef acc_t s
     if L == 1:
         if m == 1:
             for iw in range(W):
-                erow[iw] = grow[tap[iw]]
+                erow[iw] = k * grow[tap[iw]]
         elif m == 2:
             for iw in range(W):
-                erow[iw] = grow[tap[2 * iw]] + grow[tap[2 * iw + 1]]
+                erow[iw] = k * (grow[tap[2 * iw]] + grow[tap[2 * iw + 1]])
         elif m == 3:
             for iw in range(W):
-                erow[iw] = grow[tap[3 * iw]] + grow[tap[3 * iw + 1]] + grow[tap[3 * iw + 2]]
+                erow[iw] = k * (grow[tap[3 * iw]] + grow[tap[3 * iw + 1]]
+                                + grow[tap[3 * iw + 2]])
         else:
             for iw in range(W):
-                erow[iw] = grow[tap[m * iw]]
+                s = grow[tap[m * iw]]
                 for t in range(1, m):
-                    erow[iw] = erow[iw] + grow[tap[m * iw + t]]
+                    s = s + grow[tap[m * iw + t]]
+                erow[iw] = k * s
         return
-    for iw in range(W):
-        dst = erow + iw * L
-        src = grow + tap[m * iw] * L
-        for l in range(L):
-            dst[l] = src[l]
-        for t in range(1, m):
-            src = grow + tap[m * iw + t] * L
-            for l in range(L):
-                dst[l] = dst[l] + src[l]
+    if acc_t is float:
+        pg_expand_lanes_f32(grow, erow, tap, m, W, L, k)
+    else:
+        pg_expand_lanes_f64(grow, erow, tap, m, W, L, k)
 
 
 cdef void _expand_w(const acc_t* grow, acc_t* erow, const int64_t* lo, const int64_t* hi,
-                    Py_ssize_t W, Py_ssize_t L) noexcept nogil:
-    """erow[w] = sum over ow in [lo[w], hi[w]) of grow[ow], added in increasing ow."""
+                    Py_ssize_t W, Py_ssize_t L, acc_t k) noexcept nogil:
+    """erow[w] = k * (sum over ow in [lo[w], hi[w]) of grow[ow]), added in increasing ow
+    (an empty range sums to +0.0)."""
     cdef Py_ssize_t iw, ow, l, a, b
     cdef acc_t s
     cdef const acc_t* src
@@ -519,20 +526,21 @@ cdef void _expand_w(const acc_t* grow, acc_t* erow, const int64_t* lo, const int
             a = lo[iw]
             b = hi[iw]
             if a >= b:
-                erow[iw] = 0
+                s = 0
             else:
                 s = grow[a]
                 for ow in range(a + 1, b):
                     s = s + grow[ow]
-                erow[iw] = s
+            erow[iw] = k * s
         return
     for iw in range(W):
         a = lo[iw]
         b = hi[iw]
         dst = erow + iw * L
         if a >= b:
+            s = 0
             for l in range(L):
-                dst[l] = 0
+                dst[l] = k * s
             continue
         src = grow + a * L
         for l in range(L):
@@ -541,31 +549,35 @@ cdef void _expand_w(const acc_t* grow, acc_t* erow, const int64_t* lo, const int
             src = grow + ow * L
             for l in range(L):
                 dst[l] = dst[l] + src[l]
+        for l in range(L):
+            dst[l] = k * dst[l]
 
 
 cdef inline void _expand_cols(const acc_t* grow, acc_t* erow, const Gather* g,
-                              Py_ssize_t c0, Py_ssize_t c1) noexcept nogil:
-    """Columns [c0, c1) of the W expansion, through the tap table or the ranges."""
+                              Py_ssize_t c0, Py_ssize_t c1, acc_t k) noexcept nogil:
+    """Columns [c0, c1) of the W expansion times k, through the tap table or the ranges."""
     if c1 <= c0:
         return
     if g.m:
-        _expand_taps(grow, erow + c0 * g.L, g.wtap + c0 * g.m, g.m, c1 - c0, g.L)
+        _expand_taps(grow, erow + c0 * g.L, g.wtap + c0 * g.m, g.m, c1 - c0, g.L, k)
     else:
-        _expand_w(grow, erow + c0 * g.L, g.wlo + c0, g.whi + c0, c1 - c0, g.L)
+        _expand_w(grow, erow + c0 * g.L, g.wlo + c0, g.whi + c0, c1 - c0, g.L, k)
 
 
-cdef void _expand(const acc_t* grow, acc_t* erow, const Gather* g, acc_t* tmp) noexcept nogil:
-    """One grad_output row expanded to the input width: the polyphase interior where
-    there is one, the tap table or ranges elsewhere (the same sums either way)."""
+cdef void _expand(const acc_t* grow, acc_t* erow, const Gather* g, acc_t* tmp,
+                  acc_t k) noexcept nogil:
+    """One grad_output row expanded to the input width, each sum then multiplied by k (the
+    row's D and H weight): the polyphase interior where there is one, the tap table or
+    ranges elsewhere (the same sums either way)."""
     if g.P == 0:
-        _expand_cols(grow, erow, g, 0, g.W)
+        _expand_cols(grow, erow, g, 0, g.W, k)
         return
-    _expand_cols(grow, erow, g, 0, g.P * g.q0)
+    _expand_cols(grow, erow, g, 0, g.P * g.q0, k)
     if acc_t is float:
-        pg_expand_poly_f32(grow, erow, g.P, g.q0, g.q1 - g.q0, g.pc, g.pm, tmp)
+        pg_expand_poly_f32(grow, erow, g.P, g.q0, g.q1 - g.q0, g.pc, g.pm, tmp, k)
     else:
-        pg_expand_poly_f64(grow, erow, g.P, g.q0, g.q1 - g.q0, g.pc, g.pm, tmp)
-    _expand_cols(grow, erow, g, g.P * g.q1, g.W)
+        pg_expand_poly_f64(grow, erow, g.P, g.q0, g.q1 - g.q0, g.pc, g.pm, tmp, k)
+    _expand_cols(grow, erow, g, g.P * g.q1, g.W, k)
 
 
 cdef struct Box:
@@ -614,11 +626,10 @@ cdef void _fill_item(const store_t* go, store_t* gi, const Gather* g,
                     g.kind, g.rnd)
         if g.scale_w:
             grow[0] = grow[0] * ww[0]
-        # every column holds the same value: expand column 0 only, then the one-term
-        # combine (pg_combine's w * row) of it
-        _expand_cols(grow, E, g, 0, 1)
-        acc[0] = (wd[od] * wh[g.hlo[h0]]) * E[0]
-        _store_block(acc, &v, 0, 1, 1, 1, g.kind)
+        # every column holds the same value: expand column 0 only (times its D and H
+        # weight, as the general code's expansion does)
+        _expand_cols(grow, E, g, 0, 1, wd[od] * wh[g.hlo[h0]])
+        _store_block(E, &v, 0, 1, 1, 1, g.kind)
         dst = xbase + idd * g.xs[2] + h0 * xs3
         if xs4 == 1 and xs3 == W:
             nrow = (h1 - h0) * W
@@ -653,6 +664,8 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
     cdef Py_ssize_t od, oh, ow, l, l0, l1, idd, ih, a, b, p, q
     cdef Py_ssize_t nr
     cdef const acc_t* src
+    cdef acc_t* erow
+    cdef bint fused
     cdef store_t* dst
     # rows of grad_input that are contiguous are formed right in place
     cdef bint direct = (L == 1 and g.xs[4] == 1) or (g.xs[5] == 1 and g.xs[4] == L)
@@ -662,33 +675,40 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
     for l in range(L):
         grow[Wo * L + l] = 0
         grow[(Wo + 1) * L + l] = -0.0
-    # grad_output rows -> E rows (each row scaled by ww per output column, then expanded)
+    # grad_output rows -> E rows: each row scaled by ww per output column, expanded, then
+    # multiplied by its D and H weight (once here, not in every grad_input row using it)
     for od in range(od0, od1):
         for oh in range(oh0, oh1):
+            erow = E + ((od - od0) * noh + (oh - oh0)) * rl
+            fused = False
             if store_t is float:
                 if acc_t is float:
                     if L == 1 and g.scale_w and g.rnd == R_NONE and g.gs[4] == 1:
                         # load and W scale in one pass (the same products)
                         pg_mul_f32(grow, gbase + od * g.gs[2] + oh * g.gs[3], ww, Wo)
-                        _expand(grow, E + ((od - od0) * noh + (oh - oh0)) * rl, g, acc)
-                        continue
-            if L == 1:
-                _load_block(gbase + od * g.gs[2] + oh * g.gs[3], 0, g.gs[4], 1, Wo,
-                            grow, g.kind, g.rnd)
-            else:
-                _load_block(gbase + od * g.gs[2] + oh * g.gs[3], g.gs[4], g.gs[5], Wo, L,
-                            grow, g.kind, g.rnd)
-            if g.scale_w:
+                        fused = True
+                    elif L > 1 and g.rnd == R_NONE and g.gs[5] == 1:
+                        pg_load_lanes_f32(grow, gbase + od * g.gs[2] + oh * g.gs[3], g.gs[4],
+                                          ww if g.scale_w else NULL, Wo, L)
+                        fused = True
+            if not fused:
                 if L == 1:
-                    for ow in range(Wo):
-                        grow[ow] = grow[ow] * ww[ow]
+                    _load_block(gbase + od * g.gs[2] + oh * g.gs[3], 0, g.gs[4], 1, Wo,
+                                grow, g.kind, g.rnd)
                 else:
-                    for ow in range(Wo):
-                        s = ww[ow]
-                        for l in range(L):
-                            grow[ow * L + l] = grow[ow * L + l] * s
-            _expand(grow, E + ((od - od0) * noh + (oh - oh0)) * rl, g, acc)
-    # grad_input rows: weighted sums of the E rows that cover them, stored once
+                    _load_block(gbase + od * g.gs[2] + oh * g.gs[3], g.gs[4], g.gs[5], Wo, L,
+                                grow, g.kind, g.rnd)
+                if g.scale_w:
+                    if L == 1:
+                        for ow in range(Wo):
+                            grow[ow] = grow[ow] * ww[ow]
+                    else:
+                        for ow in range(Wo):
+                            s = ww[ow]
+                            for l in range(L):
+                                grow[ow * L + l] = grow[ow * L + l] * s
+            _expand(grow, erow, g, acc, wd[od] * wh[oh])
+    # grad_input rows: sums of the E rows that cover them, stored once
     for idd in range(d0, d1):
         for ih in range(h0, h1):
             a = g.dlo[idd]
@@ -698,16 +718,15 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
             nr = 0
             for od in range(a, b):
                 for oh in range(p, q):
-                    wts[nr] = wd[od] * wh[oh]
                     rows[nr] = E + ((od - od0) * noh + (oh - oh0)) * rl
                     nr += 1
             if g.tstore:
                 if nr == 0:
                     memset(S + (ih - h0) * rl, 0, rl * sizeof(acc_t))
                 elif acc_t is float:
-                    pg_combine_f32(S + (ih - h0) * rl, rows, wts, nr, rl, 0)
+                    pg_combine_f32(S + (ih - h0) * rl, rows, nr, rl, 0)
                 else:
-                    pg_combine_f64(S + (ih - h0) * rl, rows, wts, nr, rl, 0)
+                    pg_combine_f64(S + (ih - h0) * rl, rows, nr, rl, 0)
                 continue
             dst = xbase + idd * g.xs[2] + ih * g.xs[3]
             if nr == 0:
@@ -717,22 +736,22 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
             if store_t is float:
                 if acc_t is float:
                     if direct:
-                        pg_combine_f32(dst, rows, wts, nr, rl, g.stream)
+                        pg_combine_f32(dst, rows, nr, rl, g.stream)
                         continue
             if store_t is double:
                 if acc_t is double:
                     if direct:
-                        pg_combine_f64(dst, rows, wts, nr, rl, g.stream)
+                        pg_combine_f64(dst, rows, nr, rl, g.stream)
                         continue
             if store_t is uint16_t:
                 if acc_t is float:
-                    if direct and not g.stream and pg_combine_h16(dst, rows, wts, nr, rl,
+                    if direct and not g.stream and pg_combine_h16(dst, rows, nr, rl,
                                                                   g.kind == K_BF16):
                         continue
             if acc_t is float:
-                pg_combine_f32(acc, rows, wts, nr, rl, 0)
+                pg_combine_f32(acc, rows, nr, rl, 0)
             else:
-                pg_combine_f64(acc, rows, wts, nr, rl, 0)
+                pg_combine_f64(acc, rows, nr, rl, 0)
             _store_row(acc, dst, g.xs[4], g.xs[5], W, L, g.kind, g.stream, tmp16)
         if g.tstore:
             # lane l is plane c = l: store 16 planes at a time, reading one cache line of

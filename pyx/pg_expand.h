@@ -5,7 +5,8 @@
  * by the m[r] consecutive output columns q + c[r] ... q + c[r] + m[r] - 1, so each phase r is
  * a sum of m[r] shifted copies of the grad_output row: contiguous, vectorisable loops in
  * place of a gather through a tap table.  Terms are added in increasing output column, as
- * the tap table adds them, so the two forms give the same bits.
+ * the tap table adds them, so the two forms give the same bits.  Each sum is then multiplied
+ * by `scale` (the row's D and H weight), as a separate pass over the row would.
  */
 #ifndef PG_EXPAND_H
 #define PG_EXPAND_H
@@ -28,22 +29,26 @@
 
 #define PG_DEFINE_EXPAND_POLY(T, NAME)                                                      \
 static inline void NAME(const T *grow, T *e, ptrdiff_t P, ptrdiff_t q0, ptrdiff_t nq,      \
-                        const int64_t *c, const int64_t *m, T *tmp)                         \
+                        const int64_t *c, const int64_t *m, T *tmp, T k)                    \
 {                                                                                           \
     T *dst = e + P * q0;                                                                    \
     if (P == 2 && m[0] >= 1 && m[0] <= 3 && m[1] >= 1 && m[1] <= 3) {                        \
         const T *a = grow + q0 + c[0], *b = grow + q0 + c[1];                              \
         const ptrdiff_t ma = m[0], mb = m[1];                                              \
         if (ma == 1 && mb == 2) {                                                           \
-            for (ptrdiff_t q = 0; q < nq; q++) { dst[2*q] = a[q]; dst[2*q+1] = b[q] + b[q+1]; } \
+            for (ptrdiff_t q = 0; q < nq; q++) {                                            \
+                dst[2*q] = k * a[q]; dst[2*q+1] = k * (T)(b[q] + b[q+1]);                   \
+            }                                                                               \
         } else if (ma == 2 && mb == 1) {                                                    \
-            for (ptrdiff_t q = 0; q < nq; q++) { dst[2*q] = a[q] + a[q+1]; dst[2*q+1] = b[q]; } \
+            for (ptrdiff_t q = 0; q < nq; q++) {                                            \
+                dst[2*q] = k * (T)(a[q] + a[q+1]); dst[2*q+1] = k * b[q];                   \
+            }                                                                               \
         } else if (ma == 1 && mb == 1) {                                                    \
-            for (ptrdiff_t q = 0; q < nq; q++) { dst[2*q] = a[q]; dst[2*q+1] = b[q]; }      \
+            for (ptrdiff_t q = 0; q < nq; q++) { dst[2*q] = k * a[q]; dst[2*q+1] = k * b[q]; } \
         } else {                                                                            \
             for (ptrdiff_t q = 0; q < nq; q++) {                                            \
-                dst[2*q] = PG_PHASE_SUM(T, a, ma, q);                                       \
-                dst[2*q+1] = PG_PHASE_SUM(T, b, mb, q);                                     \
+                dst[2*q] = k * PG_PHASE_SUM(T, a, ma, q);                                   \
+                dst[2*q+1] = k * PG_PHASE_SUM(T, b, mb, q);                                 \
             }                                                                               \
         }                                                                                   \
         return;                                                                             \
@@ -53,18 +58,19 @@ static inline void NAME(const T *grow, T *e, ptrdiff_t P, ptrdiff_t q0, ptrdiff_
         for (ptrdiff_t q = 0; q < nq; q++) dst[q] = a[q];                                   \
         for (int64_t t = 1; t < m[0]; t++)                                                  \
             for (ptrdiff_t q = 0; q < nq; q++) dst[q] = dst[q] + a[q + t];                  \
+        for (ptrdiff_t q = 0; q < nq; q++) dst[q] = k * dst[q];                             \
         return;                                                                             \
     }                                                                                       \
     for (ptrdiff_t r = 0; r < P; r++) {                                                     \
         const T *a = grow + q0 + c[r];                                                     \
         if (m[r] == 0) {                                                                    \
-            for (ptrdiff_t q = 0; q < nq; q++) dst[P*q + r] = 0;                            \
+            for (ptrdiff_t q = 0; q < nq; q++) dst[P*q + r] = k * (T)0;                     \
             continue;                                                                       \
         }                                                                                   \
         for (ptrdiff_t q = 0; q < nq; q++) tmp[q] = a[q];                                   \
         for (int64_t t = 1; t < m[r]; t++)                                                  \
             for (ptrdiff_t q = 0; q < nq; q++) tmp[q] = tmp[q] + a[q + t];                  \
-        for (ptrdiff_t q = 0; q < nq; q++) dst[P*q + r] = tmp[q];                           \
+        for (ptrdiff_t q = 0; q < nq; q++) dst[P*q + r] = k * tmp[q];                       \
     }                                                                                       \
 }
 
@@ -83,18 +89,19 @@ static inline int pg_poly2_ok(ptrdiff_t P, const int64_t *m)
 }
 
 static inline void pg_poly2_tail_f32(const float *a, const float *b, int64_t ma, int64_t mb,
-                                     float *dst, ptrdiff_t q, ptrdiff_t nq)
+                                     float *dst, ptrdiff_t q, ptrdiff_t nq, float k)
 {
     for (; q < nq; q++) {
-        dst[2 * q] = PG_PHASE_SUM(float, a, ma, q);
-        dst[2 * q + 1] = PG_PHASE_SUM(float, b, mb, q);
+        dst[2 * q] = k * PG_PHASE_SUM(float, a, ma, q);
+        dst[2 * q + 1] = k * PG_PHASE_SUM(float, b, mb, q);
     }
 }
 
 #if PG_EXPAND_SSE2
 static void pg_poly2_sse2_f32(const float *a, const float *b, int64_t ma, int64_t mb,
-                              float *dst, ptrdiff_t nq)
+                              float *dst, ptrdiff_t nq, float k)
 {
+    const __m128 vk = _mm_set1_ps(k);
     ptrdiff_t q = 0;
     for (; q + 4 <= nq; q += 4) {
         __m128 va = _mm_loadu_ps(a + q), vb = _mm_loadu_ps(b + q);
@@ -102,54 +109,129 @@ static void pg_poly2_sse2_f32(const float *a, const float *b, int64_t ma, int64_
         if (ma >= 3) va = _mm_add_ps(va, _mm_loadu_ps(a + q + 2));
         if (mb >= 2) vb = _mm_add_ps(vb, _mm_loadu_ps(b + q + 1));
         if (mb >= 3) vb = _mm_add_ps(vb, _mm_loadu_ps(b + q + 2));
+        va = _mm_mul_ps(vk, va);
+        vb = _mm_mul_ps(vk, vb);
         _mm_storeu_ps(dst + 2 * q, _mm_unpacklo_ps(va, vb));
         _mm_storeu_ps(dst + 2 * q + 4, _mm_unpackhi_ps(va, vb));
     }
-    pg_poly2_tail_f32(a, b, ma, mb, dst, q, nq);
+    pg_poly2_tail_f32(a, b, ma, mb, dst, q, nq, k);
 }
 #endif
 
 #if PG_X86_DISPATCH
+/* one loop per pair of term counts (constants, so no tests inside the loop) */
+#define PG_POLY2_AVX2_LOOP(MA, MB)                                                          \
+    for (;; q += 8) {                                                                       \
+        if (q + 8 > nq) q = nq - 8;   /* the last block overlaps: it rewrites equal values */ \
+        __m256 va = _mm256_loadu_ps(a + q), vb = _mm256_loadu_ps(b + q);                   \
+        if (MA >= 2) va = _mm256_add_ps(va, _mm256_loadu_ps(a + q + 1));                    \
+        if (MA >= 3) va = _mm256_add_ps(va, _mm256_loadu_ps(a + q + 2));                    \
+        if (MB >= 2) vb = _mm256_add_ps(vb, _mm256_loadu_ps(b + q + 1));                    \
+        if (MB >= 3) vb = _mm256_add_ps(vb, _mm256_loadu_ps(b + q + 2));                    \
+        va = _mm256_mul_ps(vk, va);                                                         \
+        vb = _mm256_mul_ps(vk, vb);                                                         \
+        __m256 lo = _mm256_unpacklo_ps(va, vb), hi = _mm256_unpackhi_ps(va, vb);            \
+        _mm256_storeu_ps(dst + 2 * q, _mm256_permute2f128_ps(lo, hi, 0x20));                \
+        _mm256_storeu_ps(dst + 2 * q + 8, _mm256_permute2f128_ps(lo, hi, 0x31));            \
+        if (q + 8 == nq) break;                                                             \
+    }
+
 PG_TARGET_AVX2
 static void pg_poly2_avx2_f32(const float *a, const float *b, int64_t ma, int64_t mb,
-                              float *dst, ptrdiff_t nq)
+                              float *dst, ptrdiff_t nq, float k)
 {
+    const __m256 vk = _mm256_set1_ps(k);
     ptrdiff_t q = 0;
     if (nq < 8) {
-        pg_poly2_tail_f32(a, b, ma, mb, dst, 0, nq);
+        pg_poly2_tail_f32(a, b, ma, mb, dst, 0, nq, k);
         return;
     }
-    for (;; q += 8) {
-        if (q + 8 > nq) q = nq - 8;   /* the last block overlaps: it rewrites equal values */
-        __m256 va = _mm256_loadu_ps(a + q), vb = _mm256_loadu_ps(b + q);
-        if (ma >= 2) va = _mm256_add_ps(va, _mm256_loadu_ps(a + q + 1));
-        if (ma >= 3) va = _mm256_add_ps(va, _mm256_loadu_ps(a + q + 2));
-        if (mb >= 2) vb = _mm256_add_ps(vb, _mm256_loadu_ps(b + q + 1));
-        if (mb >= 3) vb = _mm256_add_ps(vb, _mm256_loadu_ps(b + q + 2));
-        __m256 lo = _mm256_unpacklo_ps(va, vb), hi = _mm256_unpackhi_ps(va, vb);
-        _mm256_storeu_ps(dst + 2 * q, _mm256_permute2f128_ps(lo, hi, 0x20));
-        _mm256_storeu_ps(dst + 2 * q + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
-        if (q + 8 == nq) break;
+    switch (ma * 4 + mb) {
+    case 4 * 1 + 1: PG_POLY2_AVX2_LOOP(1, 1) break;
+    case 4 * 1 + 2: PG_POLY2_AVX2_LOOP(1, 2) break;
+    case 4 * 2 + 1: PG_POLY2_AVX2_LOOP(2, 1) break;
+    case 4 * 2 + 2: PG_POLY2_AVX2_LOOP(2, 2) break;
+    case 4 * 1 + 3: PG_POLY2_AVX2_LOOP(1, 3) break;
+    case 4 * 3 + 1: PG_POLY2_AVX2_LOOP(3, 1) break;
+    case 4 * 2 + 3: PG_POLY2_AVX2_LOOP(2, 3) break;
+    case 4 * 3 + 2: PG_POLY2_AVX2_LOOP(3, 2) break;
+    default: PG_POLY2_AVX2_LOOP(3, 3) break;
     }
 }
 #endif
 
 static inline void pg_expand_poly_f32(const float *grow, float *e, ptrdiff_t P, ptrdiff_t q0,
                                       ptrdiff_t nq, const int64_t *c, const int64_t *m,
-                                      float *tmp)
+                                      float *tmp, float k)
 {
     if (pg_poly2_ok(P, m)) {
         const float *a = grow + q0 + c[0], *b = grow + q0 + c[1];
         float *dst = e + 2 * q0;
 #if PG_X86_DISPATCH
-        if (pg_have_avx2()) { pg_poly2_avx2_f32(a, b, m[0], m[1], dst, nq); return; }
+        if (pg_have_avx2()) { pg_poly2_avx2_f32(a, b, m[0], m[1], dst, nq, k); return; }
 #endif
 #if PG_EXPAND_SSE2
-        pg_poly2_sse2_f32(a, b, m[0], m[1], dst, nq);
+        pg_poly2_sse2_f32(a, b, m[0], m[1], dst, nq, k);
         return;
 #endif
     }
-    pg_expand_poly_generic_f32(grow, e, P, q0, nq, c, m, tmp);
+    pg_expand_poly_generic_f32(grow, e, P, q0, nq, c, m, tmp, k);
+}
+
+/*
+ * The W expansion with lanes (channels-last, L > 1): input column w of the row is
+ * k * (the sum of the m grad_output columns tap[w*m ...]), each a run of L contiguous
+ * lanes, added left to right as in the one-lane tap loop; the lane loops vectorise.
+ */
+#define PG_DEFINE_EXPAND_LANES(T, NAME, ATTR)                                               \
+ATTR static void NAME(const T *grow, T *erow, const int64_t *tap, ptrdiff_t m, ptrdiff_t W, \
+                      ptrdiff_t L, T k)                                                     \
+{                                                                                           \
+    for (ptrdiff_t iw = 0; iw < W; iw++) {                                                  \
+        T *PG_RESTRICT dst = erow + iw * L;                                                 \
+        const int64_t *t = tap + iw * m;                                                    \
+        const T *PG_RESTRICT a = grow + t[0] * L;                                           \
+        ptrdiff_t l;                                                                        \
+        if (m == 1) {                                                                       \
+            for (l = 0; l < L; l++) dst[l] = k * a[l];                                      \
+        } else if (m == 2) {                                                                \
+            const T *PG_RESTRICT b = grow + t[1] * L;                                       \
+            for (l = 0; l < L; l++) dst[l] = k * (a[l] + b[l]);                             \
+        } else if (m == 3) {                                                                \
+            const T *PG_RESTRICT b = grow + t[1] * L, *PG_RESTRICT c = grow + t[2] * L;     \
+            for (l = 0; l < L; l++) dst[l] = k * ((a[l] + b[l]) + c[l]);                    \
+        } else {                                                                            \
+            for (l = 0; l < L; l++) dst[l] = a[l];                                          \
+            for (ptrdiff_t r = 1; r < m; r++) {                                             \
+                const T *PG_RESTRICT b = grow + t[r] * L;                                   \
+                for (l = 0; l < L; l++) dst[l] = dst[l] + b[l];                             \
+            }                                                                               \
+            for (l = 0; l < L; l++) dst[l] = k * dst[l];                                    \
+        }                                                                                   \
+    }                                                                                       \
+}
+
+PG_DEFINE_EXPAND_LANES(float, pg_lanes_base_f32, )
+PG_DEFINE_EXPAND_LANES(double, pg_lanes_base_f64, )
+#if PG_X86_DISPATCH
+PG_DEFINE_EXPAND_LANES(float, pg_lanes_avx2_f32, PG_TARGET_AVX2)
+PG_DEFINE_EXPAND_LANES(double, pg_lanes_avx2_f64, PG_TARGET_AVX2)
+#define PG_LANES(sfx, ...) \
+    (pg_have_avx2() ? pg_lanes_avx2_##sfx(__VA_ARGS__) : pg_lanes_base_##sfx(__VA_ARGS__))
+#else
+#define PG_LANES(sfx, ...) pg_lanes_base_##sfx(__VA_ARGS__)
+#endif
+
+static inline void pg_expand_lanes_f32(const float *grow, float *erow, const int64_t *tap,
+                                       ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, float k)
+{
+    PG_LANES(f32, grow, erow, tap, m, W, L, k);
+}
+
+static inline void pg_expand_lanes_f64(const double *grow, double *erow, const int64_t *tap,
+                                       ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, double k)
+{
+    PG_LANES(f64, grow, erow, tap, m, W, L, k);
 }
 
 #endif

@@ -1,9 +1,10 @@
 /*
  * Row writers of the average-pool gradient.
  *
- * pg_combine_*: dst[j] = w[0]*row[0][j] + w[1]*row[1][j] + ... (added left to right, no
- * fused multiply-add), the one place where a grad_input row is formed from the expanded
- * grad_output rows that cover it.  With `stream`, whole cache lines of dst are written with
+ * pg_combine_*: dst[j] = row[0][j] + row[1][j] + ... (added left to right), the one place
+ * where a grad_input row is formed from the expanded grad_output rows that cover it (the
+ * rows arrive already multiplied by their D and H weights, once per row, not once per
+ * grad_input row that uses them).  With `stream`, whole cache lines of dst are written with
  * non-temporal stores: an ordinary store first reads the line it writes ("read for
  * ownership"), so for outputs far larger than the cache streaming cuts the write traffic by
  * up to half.  Lines only partly inside the row get ordinary stores, so no line ever mixes
@@ -35,47 +36,50 @@
         body_end = head + ((n - head) / (64 / (ptrdiff_t)sizeof(T))) * (64 / (ptrdiff_t)sizeof(T)); \
     } while (0)
 
-static inline float pg_combine1_f32(const float *const *rows, const float *w, ptrdiff_t nr, ptrdiff_t j)
+static inline float pg_combine1_f32(const float *const *rows, ptrdiff_t nr, ptrdiff_t j)
 {
-    float s = w[0] * rows[0][j];
-    for (ptrdiff_t r = 1; r < nr; r++) s = s + w[r] * rows[r][j];
+    float s = rows[0][j];
+    for (ptrdiff_t r = 1; r < nr; r++) s = s + rows[r][j];
     return s;
 }
 
-static inline double pg_combine1_f64(const double *const *rows, const double *w, ptrdiff_t nr, ptrdiff_t j)
+static inline double pg_combine1_f64(const double *const *rows, ptrdiff_t nr, ptrdiff_t j)
 {
-    double s = w[0] * rows[0][j];
-    for (ptrdiff_t r = 1; r < nr; r++) s = s + w[r] * rows[r][j];
+    double s = rows[0][j];
+    for (ptrdiff_t r = 1; r < nr; r++) s = s + rows[r][j];
     return s;
 }
 
 /* the ordinary-store combine, with the common term counts as loops of their own (the
- * compiler vectorises each); built for baseline and AVX2 (pg_cpu.h) */
+ * compiler vectorises each; one term is a copy); built for baseline and AVX2 (pg_cpu.h) */
 #define PG_COMBINE_LOOPS(T, NAME, ATTR)                                                     \
-ATTR static void NAME(T *PG_RESTRICT dst, const T *const *rows, const T *w, ptrdiff_t nr,     \
-                      ptrdiff_t n)                                                          \
+ATTR static void NAME(T *PG_RESTRICT dst, const T *const *rows, ptrdiff_t nr, ptrdiff_t n)  \
 {                                                                                           \
     ptrdiff_t j;                                                                            \
-    const T *PG_RESTRICT a = rows[0];                                                          \
-    const T wa = w[0];                                                                      \
+    const T *PG_RESTRICT a = rows[0];                                                       \
     if (nr == 1) {                                                                          \
-        for (j = 0; j < n; j++) dst[j] = wa * a[j];                                         \
+        memcpy(dst, a, (size_t)n * sizeof(T));                                              \
     } else if (nr == 2) {                                                                   \
-        const T *PG_RESTRICT b = rows[1];                                                      \
-        const T wb = w[1];                                                                  \
-        for (j = 0; j < n; j++) dst[j] = wa * a[j] + wb * b[j];                             \
+        const T *PG_RESTRICT b = rows[1];                                                   \
+        for (j = 0; j < n; j++) dst[j] = a[j] + b[j];                                       \
     } else if (nr == 3) {                                                                   \
-        const T *PG_RESTRICT b = rows[1], *PG_RESTRICT c = rows[2];                               \
-        const T wb = w[1], wc = w[2];                                                       \
-        for (j = 0; j < n; j++) dst[j] = (wa * a[j] + wb * b[j]) + wc * c[j];               \
+        const T *PG_RESTRICT b = rows[1], *PG_RESTRICT c = rows[2];                         \
+        for (j = 0; j < n; j++) dst[j] = (a[j] + b[j]) + c[j];                              \
     } else {                                                                                \
-        for (j = 0; j < n; j++) dst[j] = wa * a[j];                                         \
-        for (ptrdiff_t r = 1; r < nr; r++) {                                                \
-            const T *PG_RESTRICT b = rows[r];                                                  \
-            const T wb = w[r];                                                              \
-            for (j = 0; j < n; j++) dst[j] = dst[j] + wb * b[j];                            \
+        const T *PG_RESTRICT b = rows[1], *PG_RESTRICT c = rows[2];                         \
+        for (j = 0; j < n; j++) dst[j] = (a[j] + b[j]) + c[j];                              \
+        for (ptrdiff_t r = 3; r < nr; r++) {                                                \
+            b = rows[r];                                                                    \
+            for (j = 0; j < n; j++) dst[j] = dst[j] + b[j];                                 \
         }                                                                                   \
     }                                                                                       \
+}
+
+/* x[j] = c * x[j]: an expanded row multiplied by its D and H weight */
+#define PG_SCALE_LOOP(T, NAME, ATTR)                                                        \
+ATTR static void NAME(T *PG_RESTRICT x, T c, ptrdiff_t n)                                   \
+{                                                                                           \
+    for (ptrdiff_t j = 0; j < n; j++) x[j] = c * x[j];                                      \
 }
 
 /* dst[j] = a[j] * b[j]: a grad_output row scaled by the W weights as it is loaded */
@@ -86,19 +90,49 @@ ATTR static void NAME(float *PG_RESTRICT dst, const float *PG_RESTRICT a,       
     for (ptrdiff_t j = 0; j < n; j++) dst[j] = a[j] * b[j];                                 \
 }
 
+/* grad_output columns of L contiguous lanes (channels-last), `so` elements apart, loaded
+ * into a dense row and multiplied by their W weight (w NULL: no weight) */
+#define PG_LOAD_LANES_LOOP(NAME, ATTR)                                                      \
+ATTR static void NAME(float *PG_RESTRICT dst, const float *PG_RESTRICT src, ptrdiff_t so,   \
+                      const float *w, ptrdiff_t Wo, ptrdiff_t L)                            \
+{                                                                                           \
+    for (ptrdiff_t ow = 0; ow < Wo; ow++) {                                                 \
+        const float *PG_RESTRICT s = src + ow * so;                                         \
+        float *PG_RESTRICT d = dst + ow * L;                                                \
+        if (w) {                                                                            \
+            const float c = w[ow];                                                          \
+            for (ptrdiff_t l = 0; l < L; l++) d[l] = s[l] * c;                              \
+        } else {                                                                            \
+            memcpy(d, s, (size_t)L * sizeof(float));                                        \
+        }                                                                                   \
+    }                                                                                       \
+}
+
 PG_MUL_LOOP(pg_mul_base_f32, )
+PG_LOAD_LANES_LOOP(pg_load_lanes_base_f32, )
 PG_COMBINE_LOOPS(float, pg_combine_base_f32, )
 PG_COMBINE_LOOPS(double, pg_combine_base_f64, )
+PG_SCALE_LOOP(float, pg_scale_base_f32, )
+PG_SCALE_LOOP(double, pg_scale_base_f64, )
 #if PG_X86_DISPATCH
 PG_COMBINE_LOOPS(float, pg_combine_avx2_f32, PG_TARGET_AVX2)
 PG_COMBINE_LOOPS(double, pg_combine_avx2_f64, PG_TARGET_AVX2)
 PG_MUL_LOOP(pg_mul_avx2_f32, PG_TARGET_AVX2)
+PG_LOAD_LANES_LOOP(pg_load_lanes_avx2_f32, PG_TARGET_AVX2)
+#define PG_LOAD_LANES(...) \
+    (pg_have_avx2() ? pg_load_lanes_avx2_f32(__VA_ARGS__) : pg_load_lanes_base_f32(__VA_ARGS__))
+PG_SCALE_LOOP(float, pg_scale_avx2_f32, PG_TARGET_AVX2)
+PG_SCALE_LOOP(double, pg_scale_avx2_f64, PG_TARGET_AVX2)
 #define PG_COMBINE(sfx, ...) \
     (pg_have_avx2() ? pg_combine_avx2_##sfx(__VA_ARGS__) : pg_combine_base_##sfx(__VA_ARGS__))
+#define PG_SCALE(sfx, ...) \
+    (pg_have_avx2() ? pg_scale_avx2_##sfx(__VA_ARGS__) : pg_scale_base_##sfx(__VA_ARGS__))
 #define PG_MUL(...) (pg_have_avx2() ? pg_mul_avx2_f32(__VA_ARGS__) : pg_mul_base_f32(__VA_ARGS__))
 #else
 #define PG_COMBINE(sfx, ...) pg_combine_base_##sfx(__VA_ARGS__)
+#define PG_SCALE(sfx, ...) pg_scale_base_##sfx(__VA_ARGS__)
 #define PG_MUL(...) pg_mul_base_f32(__VA_ARGS__)
+#define PG_LOAD_LANES(...) pg_load_lanes_base_f32(__VA_ARGS__)
 #endif
 
 static inline void pg_mul_f32(float *dst, const float *a, const float *b, ptrdiff_t n)
@@ -106,45 +140,52 @@ static inline void pg_mul_f32(float *dst, const float *a, const float *b, ptrdif
     PG_MUL(dst, a, b, n);
 }
 
-static inline void pg_combine_f32(float *dst, const float *const *rows, const float *w,
-                                  ptrdiff_t nr, ptrdiff_t n, int stream)
+static inline void pg_load_lanes_f32(float *dst, const float *src, ptrdiff_t so, const float *w,
+                                     ptrdiff_t Wo, ptrdiff_t L)
+{
+    PG_LOAD_LANES(dst, src, so, w, Wo, L);
+}
+
+static inline void pg_scale_f32(float *x, float c, ptrdiff_t n) { PG_SCALE(f32, x, c, n); }
+static inline void pg_scale_f64(double *x, double c, ptrdiff_t n) { PG_SCALE(f64, x, c, n); }
+
+static inline void pg_combine_f32(float *dst, const float *const *rows, ptrdiff_t nr,
+                                  ptrdiff_t n, int stream)
 {
     if (!(PG_HAVE_STREAM && stream)) {
-        PG_COMBINE(f32, dst, rows, w, nr, n);
+        PG_COMBINE(f32, dst, rows, nr, n);
         return;
     }
 #if PG_HAVE_STREAM
     ptrdiff_t j = 0, head = n, body_end = n;
     PG_LINES(float, dst, n, head, body_end);
-    for (j = 0; j < head; j++) dst[j] = pg_combine1_f32(rows, w, nr, j);
+    for (j = 0; j < head; j++) dst[j] = pg_combine1_f32(rows, nr, j);
     for (; j < body_end; j += 4) {
-        __m128 s = _mm_mul_ps(_mm_set1_ps(w[0]), _mm_loadu_ps(rows[0] + j));
-        for (ptrdiff_t r = 1; r < nr; r++)
-            s = _mm_add_ps(s, _mm_mul_ps(_mm_set1_ps(w[r]), _mm_loadu_ps(rows[r] + j)));
+        __m128 s = _mm_loadu_ps(rows[0] + j);
+        for (ptrdiff_t r = 1; r < nr; r++) s = _mm_add_ps(s, _mm_loadu_ps(rows[r] + j));
         _mm_stream_ps(dst + j, s);
     }
-    for (; j < n; j++) dst[j] = pg_combine1_f32(rows, w, nr, j);
+    for (; j < n; j++) dst[j] = pg_combine1_f32(rows, nr, j);
 #endif
 }
 
-static inline void pg_combine_f64(double *dst, const double *const *rows, const double *w,
-                                  ptrdiff_t nr, ptrdiff_t n, int stream)
+static inline void pg_combine_f64(double *dst, const double *const *rows, ptrdiff_t nr,
+                                  ptrdiff_t n, int stream)
 {
     if (!(PG_HAVE_STREAM && stream)) {
-        PG_COMBINE(f64, dst, rows, w, nr, n);
+        PG_COMBINE(f64, dst, rows, nr, n);
         return;
     }
 #if PG_HAVE_STREAM
     ptrdiff_t j = 0, head = n, body_end = n;
     PG_LINES(double, dst, n, head, body_end);
-    for (j = 0; j < head; j++) dst[j] = pg_combine1_f64(rows, w, nr, j);
+    for (j = 0; j < head; j++) dst[j] = pg_combine1_f64(rows, nr, j);
     for (; j < body_end; j += 2) {
-        __m128d s = _mm_mul_pd(_mm_set1_pd(w[0]), _mm_loadu_pd(rows[0] + j));
-        for (ptrdiff_t r = 1; r < nr; r++)
-            s = _mm_add_pd(s, _mm_mul_pd(_mm_set1_pd(w[r]), _mm_loadu_pd(rows[r] + j)));
+        __m128d s = _mm_loadu_pd(rows[0] + j);
+        for (ptrdiff_t r = 1; r < nr; r++) s = _mm_add_pd(s, _mm_loadu_pd(rows[r] + j));
         _mm_stream_pd(dst + j, s);
     }
-    for (; j < n; j++) dst[j] = pg_combine1_f64(rows, w, nr, j);
+    for (; j < n; j++) dst[j] = pg_combine1_f64(rows, nr, j);
 #endif
 }
 
@@ -157,30 +198,28 @@ static inline void pg_combine_f64(double *dst, const double *const *rows, const 
  */
 #if PG_X86_DISPATCH
 PG_TARGET_AVX2
-static inline __m256 pg_combine8_avx2(const float *const *rows, const float *w, ptrdiff_t nr,
-                                      ptrdiff_t j)
+static inline __m256 pg_combine8_avx2(const float *const *rows, ptrdiff_t nr, ptrdiff_t j)
 {
-    __m256 s = _mm256_mul_ps(_mm256_set1_ps(w[0]), _mm256_loadu_ps(rows[0] + j));
-    for (ptrdiff_t r = 1; r < nr; r++)
-        s = _mm256_add_ps(s, _mm256_mul_ps(_mm256_set1_ps(w[r]), _mm256_loadu_ps(rows[r] + j)));
+    __m256 s = _mm256_loadu_ps(rows[0] + j);
+    for (ptrdiff_t r = 1; r < nr; r++) s = _mm256_add_ps(s, _mm256_loadu_ps(rows[r] + j));
     return s;
 }
 
 PG_TARGET_AVX2
-static void pg_combine_bf16_avx2(uint16_t *dst, const float *const *rows, const float *w,
-                                 ptrdiff_t nr, ptrdiff_t n)
+static void pg_combine_bf16_avx2(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
+                                 ptrdiff_t n)
 {
     const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
     const __m256i absmask = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
     const __m256i quiet = _mm256_set1_epi32(0x40);
     ptrdiff_t j = 0;
     if (n < 8) {
-        for (; j < n; j++) dst[j] = pg_f32_to_bf16(pg_combine1_f32(rows, w, nr, j));
+        for (; j < n; j++) dst[j] = pg_f32_to_bf16(pg_combine1_f32(rows, nr, j));
         return;
     }
     for (;; j += 8) {
         if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
-        __m256i u = _mm256_castps_si256(pg_combine8_avx2(rows, w, nr, j));
+        __m256i u = _mm256_castps_si256(pg_combine8_avx2(rows, nr, j));
         __m256i hi = _mm256_srli_epi32(u, 16);
         __m256i r = _mm256_srli_epi32(
             _mm256_add_epi32(_mm256_add_epi32(u, bias), _mm256_and_si256(hi, one)), 16);
@@ -194,54 +233,54 @@ static void pg_combine_bf16_avx2(uint16_t *dst, const float *const *rows, const 
 }
 
 __attribute__((target("avx2,f16c")))
-static void pg_combine_f16_avx2(uint16_t *dst, const float *const *rows, const float *w,
-                                ptrdiff_t nr, ptrdiff_t n)
+static void pg_combine_f16_avx2(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
+                                ptrdiff_t n)
 {
     ptrdiff_t j = 0;
     if (n < 8) {
-        for (; j < n; j++) dst[j] = pg_f32_to_f16(pg_combine1_f32(rows, w, nr, j));
+        for (; j < n; j++) dst[j] = pg_f32_to_f16(pg_combine1_f32(rows, nr, j));
         return;
     }
     for (;; j += 8) {
         if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
         _mm_storeu_si128((__m128i *)(dst + j),
-                         _mm256_cvtps_ph(pg_combine8_avx2(rows, w, nr, j),
+                         _mm256_cvtps_ph(pg_combine8_avx2(rows, nr, j),
                                          _MM_FROUND_TO_NEAREST_INT));
         if (j + 8 == n) break;
     }
 }
 #endif
 
-static inline int pg_combine_h16(uint16_t *dst, const float *const *rows, const float *w,
-                                 ptrdiff_t nr, ptrdiff_t n, int bf16)
+static inline int pg_combine_h16(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
+                                 ptrdiff_t n, int bf16)
 {
 #if PG_X86_DISPATCH
     if (!pg_have_avx2())
         return 0;
     if (bf16) {
-        pg_combine_bf16_avx2(dst, rows, w, nr, n);
+        pg_combine_bf16_avx2(dst, rows, nr, n);
         return 1;
     }
     if (pg_have_f16c()) {
-        pg_combine_f16_avx2(dst, rows, w, nr, n);
+        pg_combine_f16_avx2(dst, rows, nr, n);
         return 1;
     }
 #endif
-    (void)dst; (void)rows; (void)w; (void)nr; (void)n; (void)bf16;
+    (void)dst; (void)rows; (void)nr; (void)n; (void)bf16;
     return 0;
 }
 
 /* a contiguous row copy with the same line policy (the max-pool scatter's store) */
 static inline void pg_stream_f32(float *dst, const float *src, ptrdiff_t n)
 {
-    const float *rows[1] = {src}; float w[1] = {1.0f};
-    pg_combine_f32(dst, rows, w, 1, n, 1);
+    const float *rows[1] = {src};
+    pg_combine_f32(dst, rows, 1, n, 1);
 }
 
 static inline void pg_stream_f64(double *dst, const double *src, ptrdiff_t n)
 {
-    const double *rows[1] = {src}; double w[1] = {1.0};
-    pg_combine_f64(dst, rows, w, 1, n, 1);
+    const double *rows[1] = {src};
+    pg_combine_f64(dst, rows, 1, n, 1);
 }
 
 static inline void pg_stream_u16(uint16_t *dst, const uint16_t *src, ptrdiff_t n)
