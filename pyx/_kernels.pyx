@@ -40,12 +40,14 @@ cdef extern from "pg_cpu.h" nogil:
 
 cdef extern from "pg_stream.h" nogil:
     void pg_mul_f32(float* dst, const float* a, const float* b, Py_ssize_t n)
+    void pg_mulin_f32(float* x, const float* b, Py_ssize_t n)
     void pg_load_lanes_f32(float* dst, const float* src, Py_ssize_t so, const float* w,
                            Py_ssize_t Wo, Py_ssize_t L)
     void pg_scale_f32(float* x, float c, Py_ssize_t n)
     void pg_scale_f64(double* x, double c, Py_ssize_t n)
     int pg_combine_h16(uint16_t* dst, const float** rows, Py_ssize_t nr, Py_ssize_t n,
                        int bf16)
+    int pg_load_h16(float* dst, const uint16_t* src, const float* w, Py_ssize_t n, int bf16)
     void pg_combine_f32(float* dst, const float** rows, Py_ssize_t nr, Py_ssize_t n,
                         int stream)
     void pg_combine_f64(double* dst, const double** rows, Py_ssize_t nr, Py_ssize_t n,
@@ -691,6 +693,13 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                         pg_load_lanes_f32(grow, gbase + od * g.gs[2] + oh * g.gs[3], g.gs[4],
                                           ww if g.scale_w else NULL, Wo, L)
                         fused = True
+            if store_t is uint16_t:
+                if acc_t is float:
+                    if L == 1 and g.gs[4] == 1:
+                        # widen and W scale in one pass (the same values)
+                        fused = pg_load_h16(grow, gbase + od * g.gs[2] + oh * g.gs[3],
+                                            ww if g.scale_w else NULL, Wo,
+                                            g.kind == K_BF16) != 0
             if not fused:
                 if L == 1:
                     _load_block(gbase + od * g.gs[2] + oh * g.gs[3], 0, g.gs[4], 1, Wo,
@@ -700,8 +709,11 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                                 grow, g.kind, g.rnd)
                 if g.scale_w:
                     if L == 1:
-                        for ow in range(Wo):
-                            grow[ow] = grow[ow] * ww[ow]
+                        if acc_t is float:
+                            pg_mulin_f32(grow, ww, Wo)
+                        else:
+                            for ow in range(Wo):
+                                grow[ow] = grow[ow] * ww[ow]
                     else:
                         for ow in range(Wo):
                             s = ww[ow]
@@ -710,16 +722,19 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
             _expand(grow, erow, g, acc, wd[od] * wh[oh])
     # grad_input rows: sums of the E rows that cover them, stored once
     for idd in range(d0, d1):
+        a = g.dlo[idd]
+        b = g.dhi[idd]
         for ih in range(h0, h1):
-            a = g.dlo[idd]
-            b = g.dhi[idd]
             p = g.hlo[ih]
             q = g.hhi[ih]
             nr = 0
-            for od in range(a, b):
-                for oh in range(p, q):
-                    rows[nr] = E + ((od - od0) * noh + (oh - oh0)) * rl
-                    nr += 1
+            if q > p:
+                # the E rows of one D row are consecutive: od-major, oh-minor order
+                for od in range(a, b):
+                    src = E + ((od - od0) * noh + (p - oh0)) * rl
+                    for oh in range(q - p):
+                        rows[nr + oh] = src + oh * rl
+                    nr += q - p
             if g.tstore:
                 if nr == 0:
                     memset(S + (ih - h0) * rl, 0, rl * sizeof(acc_t))

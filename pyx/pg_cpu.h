@@ -37,8 +37,10 @@ static inline int pg_have_avx2(void) { return 0; }
 
 #if defined(_MSC_VER)
 #define PG_RESTRICT __restrict
+#define PG_ALWAYS_INLINE __forceinline
 #else
 #define PG_RESTRICT __restrict__
+#define PG_ALWAYS_INLINE __attribute__((always_inline))
 #endif
 
 /* 1: use the AVX2 loops where the CPU has them (default); 0: baseline loops only */

@@ -108,7 +108,15 @@ ATTR static void NAME(float *PG_RESTRICT dst, const float *PG_RESTRICT src, ptrd
     }                                                                                       \
 }
 
+/* x[j] = x[j] * b[j] in place (a row loaded with a conversion, then W-weighted) */
+#define PG_MUL_INPLACE_LOOP(NAME, ATTR)                                                     \
+ATTR static void NAME(float *PG_RESTRICT x, const float *PG_RESTRICT b, ptrdiff_t n)        \
+{                                                                                           \
+    for (ptrdiff_t j = 0; j < n; j++) x[j] = x[j] * b[j];                                   \
+}
+
 PG_MUL_LOOP(pg_mul_base_f32, )
+PG_MUL_INPLACE_LOOP(pg_mulin_base_f32, )
 PG_LOAD_LANES_LOOP(pg_load_lanes_base_f32, )
 PG_COMBINE_LOOPS(float, pg_combine_base_f32, )
 PG_COMBINE_LOOPS(double, pg_combine_base_f64, )
@@ -118,6 +126,8 @@ PG_SCALE_LOOP(double, pg_scale_base_f64, )
 PG_COMBINE_LOOPS(float, pg_combine_avx2_f32, PG_TARGET_AVX2)
 PG_COMBINE_LOOPS(double, pg_combine_avx2_f64, PG_TARGET_AVX2)
 PG_MUL_LOOP(pg_mul_avx2_f32, PG_TARGET_AVX2)
+PG_MUL_INPLACE_LOOP(pg_mulin_avx2_f32, PG_TARGET_AVX2)
+#define PG_MULIN(...) (pg_have_avx2() ? pg_mulin_avx2_f32(__VA_ARGS__) : pg_mulin_base_f32(__VA_ARGS__))
 PG_LOAD_LANES_LOOP(pg_load_lanes_avx2_f32, PG_TARGET_AVX2)
 #define PG_LOAD_LANES(...) \
     (pg_have_avx2() ? pg_load_lanes_avx2_f32(__VA_ARGS__) : pg_load_lanes_base_f32(__VA_ARGS__))
@@ -132,6 +142,7 @@ PG_SCALE_LOOP(double, pg_scale_avx2_f64, PG_TARGET_AVX2)
 #define PG_COMBINE(sfx, ...) pg_combine_base_##sfx(__VA_ARGS__)
 #define PG_SCALE(sfx, ...) pg_scale_base_##sfx(__VA_ARGS__)
 #define PG_MUL(...) pg_mul_base_f32(__VA_ARGS__)
+#define PG_MULIN(...) pg_mulin_base_f32(__VA_ARGS__)
 #define PG_LOAD_LANES(...) pg_load_lanes_base_f32(__VA_ARGS__)
 #endif
 
@@ -139,6 +150,8 @@ static inline void pg_mul_f32(float *dst, const float *a, const float *b, ptrdif
 {
     PG_MUL(dst, a, b, n);
 }
+
+static inline void pg_mulin_f32(float *x, const float *b, ptrdiff_t n) { PG_MULIN(x, b, n); }
 
 static inline void pg_load_lanes_f32(float *dst, const float *src, ptrdiff_t so, const float *w,
                                      ptrdiff_t Wo, ptrdiff_t L)
@@ -197,37 +210,75 @@ static inline void pg_combine_f64(double *dst, const double *const *rows, ptrdif
  * Returns 0 where the CPU lacks the instructions (the caller then does those two steps).
  */
 #if PG_X86_DISPATCH
-PG_TARGET_AVX2
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
 static inline __m256 pg_combine8_avx2(const float *const *rows, ptrdiff_t nr, ptrdiff_t j)
 {
-    __m256 s = _mm256_loadu_ps(rows[0] + j);
-    for (ptrdiff_t r = 1; r < nr; r++) s = _mm256_add_ps(s, _mm256_loadu_ps(rows[r] + j));
+    /* one and two terms (the common counts) without the loop */
+    if (nr == 1) return _mm256_loadu_ps(rows[0] + j);
+    __m256 s = _mm256_add_ps(_mm256_loadu_ps(rows[0] + j), _mm256_loadu_ps(rows[1] + j));
+    for (ptrdiff_t r = 2; r < nr; r++) s = _mm256_add_ps(s, _mm256_loadu_ps(rows[r] + j));
     return s;
+}
+
+/* eight float32 sums rounded to bfloat16 (pg_half.h's formula: round to nearest even,
+ * NaN kept quiet), one per 32-bit lane */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline __m256i pg_bf16_round8_avx2(__m256 x)
+{
+    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
+    const __m256i absmask = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
+    const __m256i quiet = _mm256_set1_epi32(0x40);
+    __m256i u = _mm256_castps_si256(x);
+    __m256i hi = _mm256_srli_epi32(u, 16);
+    __m256i r = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(u, bias), _mm256_and_si256(hi, one)), 16);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, absmask), inf);
+    return _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet), nan);
+}
+
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_combine_bf16_body(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
+                                        ptrdiff_t n)
+{
+    ptrdiff_t j = 0;
+    /* sixteen at a time: two rounded blocks packed into one 32-byte store */
+    for (; j + 16 <= n; j += 16) {
+        __m256i p = _mm256_packus_epi32(pg_bf16_round8_avx2(pg_combine8_avx2(rows, nr, j)),
+                                        pg_bf16_round8_avx2(pg_combine8_avx2(rows, nr, j + 8)));
+        _mm256_storeu_si256((__m256i *)(dst + j), _mm256_permute4x64_epi64(p, 0xD8));
+    }
+    for (; j < n; j += 8) {
+        if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
+        __m256i v = pg_bf16_round8_avx2(pg_combine8_avx2(rows, nr, j));
+        _mm_storeu_si128((__m128i *)(dst + j),
+                         _mm_packus_epi32(_mm256_castsi256_si128(v),
+                                          _mm256_extracti128_si256(v, 1)));
+    }
 }
 
 PG_TARGET_AVX2
 static void pg_combine_bf16_avx2(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
                                  ptrdiff_t n)
 {
-    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
-    const __m256i absmask = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
-    const __m256i quiet = _mm256_set1_epi32(0x40);
-    ptrdiff_t j = 0;
     if (n < 8) {
-        for (; j < n; j++) dst[j] = pg_f32_to_bf16(pg_combine1_f32(rows, nr, j));
+        for (ptrdiff_t j = 0; j < n; j++) dst[j] = pg_f32_to_bf16(pg_combine1_f32(rows, nr, j));
         return;
     }
-    for (;; j += 8) {
+    /* the common term counts as constants, so the loops carry no test on them */
+    if (nr == 1) pg_combine_bf16_body(dst, rows, 1, n);
+    else if (nr == 2) pg_combine_bf16_body(dst, rows, 2, n);
+    else pg_combine_bf16_body(dst, rows, nr, n);
+}
+
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_combine_f16_body(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
+                                       ptrdiff_t n)
+{
+    for (ptrdiff_t j = 0;; j += 8) {
         if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
-        __m256i u = _mm256_castps_si256(pg_combine8_avx2(rows, nr, j));
-        __m256i hi = _mm256_srli_epi32(u, 16);
-        __m256i r = _mm256_srli_epi32(
-            _mm256_add_epi32(_mm256_add_epi32(u, bias), _mm256_and_si256(hi, one)), 16);
-        __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, absmask), inf);
-        __m256i v = _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet), nan);
         _mm_storeu_si128((__m128i *)(dst + j),
-                         _mm_packus_epi32(_mm256_castsi256_si128(v),
-                                          _mm256_extracti128_si256(v, 1)));
+                         _mm256_cvtps_ph(pg_combine8_avx2(rows, nr, j),
+                                         _MM_FROUND_TO_NEAREST_INT));
         if (j + 8 == n) break;
     }
 }
@@ -236,20 +287,66 @@ __attribute__((target("avx2,f16c")))
 static void pg_combine_f16_avx2(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
                                 ptrdiff_t n)
 {
-    ptrdiff_t j = 0;
     if (n < 8) {
-        for (; j < n; j++) dst[j] = pg_f32_to_f16(pg_combine1_f32(rows, nr, j));
+        for (ptrdiff_t j = 0; j < n; j++) dst[j] = pg_f32_to_f16(pg_combine1_f32(rows, nr, j));
         return;
     }
-    for (;; j += 8) {
-        if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
-        _mm_storeu_si128((__m128i *)(dst + j),
-                         _mm256_cvtps_ph(pg_combine8_avx2(rows, nr, j),
-                                         _MM_FROUND_TO_NEAREST_INT));
-        if (j + 8 == n) break;
-    }
+    if (nr == 1) pg_combine_f16_body(dst, rows, 1, n);
+    else if (nr == 2) pg_combine_f16_body(dst, rows, 2, n);
+    else pg_combine_f16_body(dst, rows, nr, n);
 }
 #endif
+
+/*
+ * A contiguous 16-bit grad_output row widened to float32 and multiplied by its W weights
+ * (w NULL: not multiplied) in one pass: the same values as the row conversion followed by
+ * the multiply.  Returns 0 where the CPU lacks the instructions.
+ */
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2
+static void pg_load_bf16_avx2(float *dst, const uint16_t *src, const float *w, ptrdiff_t n)
+{
+    ptrdiff_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_castsi256_ps(_mm256_slli_epi32(
+            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + j))), 16));
+        if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + j));
+        _mm256_storeu_ps(dst + j, v);
+    }
+    for (; j < n; j++) dst[j] = w ? pg_bf16_to_f32(src[j]) * w[j] : pg_bf16_to_f32(src[j]);
+}
+
+__attribute__((target("avx2,f16c")))
+static void pg_load_f16_avx2(float *dst, const uint16_t *src, const float *w, ptrdiff_t n)
+{
+    ptrdiff_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + j)));
+        if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + j));
+        _mm256_storeu_ps(dst + j, v);
+    }
+    for (; j < n; j++) dst[j] = w ? _cvtsh_ss(src[j]) * w[j] : _cvtsh_ss(src[j]);
+}
+#endif
+
+static inline int pg_load_h16(float *dst, const uint16_t *src, const float *w, ptrdiff_t n,
+                              int bf16)
+{
+#if PG_X86_DISPATCH
+    if (!pg_have_avx2())
+        return 0;
+    if (bf16) {
+        pg_load_bf16_avx2(dst, src, w, n);
+        return 1;
+    }
+    if (pg_have_f16c()) {
+        pg_load_f16_avx2(dst, src, w, n);
+        return 1;
+    }
+#endif
+    (void)dst; (void)src; (void)w; (void)n; (void)bf16;
+    return 0;
+}
 
 static inline int pg_combine_h16(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
                                  ptrdiff_t n, int bf16)
