@@ -75,6 +75,24 @@ cdef extern from "pg_expand.h" nogil:
     void pg_expand_lanes_f64(const double* grow, double* erow, const int64_t* tap,
                              Py_ssize_t m, Py_ssize_t W, Py_ssize_t L, double k)
 
+cdef extern from "pg_item.h" nogil:
+    ctypedef struct pg_item_f32:
+        Py_ssize_t W, Wo, gs2, gs3, xs2, xs3
+        const int64_t* dlo
+        const int64_t* dhi
+        const int64_t* hlo
+        const int64_t* hhi
+        const int64_t* wtap
+        Py_ssize_t m, P, q0, q1
+        const int64_t* pc
+        const int64_t* pm
+        const float* wd
+        const float* wh
+        const float* ww
+    void pg_item_f32_run(const pg_item_f32* g, const float* gbase, float* xbase,
+                         Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1,
+                         float* grow, float* E, const float** rows, float* tmp)
+
 cdef extern from "pg_omp.h" nogil:
     int pg_omp_max_threads()
     int PG_OPENMP
@@ -483,6 +501,7 @@ cdef struct Gather:
     int kind
     int rnd
     int stream
+    const pg_item_f32* item_f32   # the whole item in C (float32 rows, see pg_item.h), or NULL
 
 
 cdef void _expand_taps(const acc_t* grow, acc_t* erow, const int64_t* tap, Py_ssize_t m,
@@ -673,6 +692,11 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
     cdef bint direct = (L == 1 and g.xs[4] == 1) or (g.xs[5] == 1 and g.xs[4] == L)
     cdef const store_t* gbase = go + n * g.gs[0] + c * g.gs[1]
     cdef store_t* xbase = gi + n * g.xs[0] + c * g.xs[1]
+    if store_t is float:
+        if acc_t is float:
+            if g.item_f32 != NULL:
+                pg_item_f32_run(g.item_f32, gbase, xbase, d0, d1, h0, h1, grow, E, rows, acc)
+                return
     # two slots past the row for the tap tables: +0.0 (an empty cover) and -0.0 (padding)
     for l in range(L):
         grow[Wo * L + l] = 0
@@ -818,6 +842,7 @@ cdef class AvgGatherKernel(PlannedKernel):
     its per-thread scratch from the caller's workspace.
     """
     cdef Gather g
+    cdef pg_item_f32 it
     cdef object _keep
     cdef const float[:, :, :, :, :, :] go_f
     cdef float[:, :, :, :, :, :] gi_f
@@ -881,6 +906,17 @@ cdef class AvgGatherKernel(PlannedKernel):
                 self.p_go = <char*>&self.go_h[0, 0, 0, 0, 0, 0]
                 self.p_gi = <char*>&self.gi_h[0, 0, 0, 0, 0, 0]
             self.wd_f, self.wh_f, self.ww_f = wd, wh, ww
+        g.item_f32 = NULL
+        if (kind == K_F32 and rnd == R_NONE and g.L == 1 and g.gs[4] == 1 and g.xs[4] == 1
+                and g.m > 0 and not g.tstore and not g.fill and not g.stream):
+            self.it.W, self.it.Wo = g.W, g.Wo
+            self.it.gs2, self.it.gs3, self.it.xs2, self.it.xs3 = g.gs[2], g.gs[3], g.xs[2], g.xs[3]
+            self.it.dlo, self.it.dhi, self.it.hlo, self.it.hhi = g.dlo, g.dhi, g.hlo, g.hhi
+            self.it.wtap, self.it.m = g.wtap, g.m
+            self.it.P, self.it.q0, self.it.q1, self.it.pc, self.it.pm = g.P, g.q0, g.q1, g.pc, g.pm
+            self.it.wd, self.it.wh = &self.wd_f[0], &self.wh_f[0]
+            self.it.ww = &self.ww_f[0] if scale_w else NULL
+            g.item_f32 = &self.it
         self.n_items = g.N * g.C * g.nbd * g.nbh
         self.traffic = go6.nbytes + gi6.nbytes
         # row pointers, weights, grow row + 2 sentinel slots, acc row, 16-bit staging row,

@@ -1,0 +1,129 @@
+/*
+ * One work item of the separable average-pool gradient for the common configuration:
+ * float32, one lane (L = 1), contiguous grad_output and grad_input rows, edge columns of
+ * the W expansion through the tap table, ordinary stores.  It does exactly the arithmetic
+ * of _gather_item in _kernels.pyx (the same operations in the same order, so the same
+ * bits), as one C function per instruction set, so that the per-row loops inline and
+ * vectorise and nothing is dispatched per row.
+ *
+ *   E[od, oh][w] = k(od, oh) * sum over the taps of w of (grad_output[od, oh, ow] * ww[ow])
+ *   grad_input[d, h] = sum, left to right, of the E rows whose windows hold (d, h)
+ */
+#ifndef PG_ITEM_H
+#define PG_ITEM_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "pg_cpu.h"
+#include "pg_expand.h"
+
+typedef struct {
+    ptrdiff_t W, Wo;
+    ptrdiff_t gs2, gs3;                    /* grad_output D and H strides (elements) */
+    ptrdiff_t xs2, xs3;                    /* grad_input D and H strides (elements) */
+    const int64_t *dlo, *dhi, *hlo, *hhi;  /* covering output ranges per input index */
+    const int64_t *wtap;                   /* m taps per input column */
+    ptrdiff_t m;
+    ptrdiff_t P, q0, q1;                   /* polyphase interior [P*q0, P*q1), P = 0: none */
+    const int64_t *pc, *pm;
+    const float *wd, *wh, *ww;             /* ww NULL: no W weights */
+} pg_item_f32;
+
+#define PG_DEFINE_ITEM(NAME, ATTR)                                                          \
+ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,               \
+                      ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,               \
+                      float *PG_RESTRICT grow, float *PG_RESTRICT E,                        \
+                      const float **rows, float *tmp)                                       \
+{                                                                                           \
+    const ptrdiff_t W = g->W, Wo = g->Wo, m = g->m;                                         \
+    const ptrdiff_t od0 = g->dlo[d0], od1 = g->dhi[d1 - 1];                                 \
+    const ptrdiff_t oh0 = g->hlo[h0], oh1 = g->hhi[h1 - 1];                                 \
+    const ptrdiff_t noh = oh1 > oh0 ? oh1 - oh0 : 0;                                        \
+    const ptrdiff_t e0 = g->P ? g->P * g->q0 : W, e1 = g->P ? g->P * g->q1 : W;             \
+    const float *PG_RESTRICT ww = g->ww;                                                    \
+    ptrdiff_t j;                                                                            \
+    grow[Wo] = 0.0f;          /* an empty cover */                                          \
+    grow[Wo + 1] = -0.0f;     /* a padding tap */                                           \
+    for (ptrdiff_t od = od0; od < od1; od++) {                                              \
+        for (ptrdiff_t oh = oh0; oh < oh1; oh++) {                                          \
+            const float *PG_RESTRICT src = gbase + od * g->gs2 + oh * g->gs3;               \
+            float *PG_RESTRICT e = E + ((od - od0) * noh + (oh - oh0)) * W;                 \
+            const float k = g->wd[od] * g->wh[oh];                                          \
+            if (ww) { for (j = 0; j < Wo; j++) grow[j] = src[j] * ww[j]; }                  \
+            else    { for (j = 0; j < Wo; j++) grow[j] = src[j]; }                          \
+            /* edge columns through the taps, the interior in polyphase form */             \
+            for (int side = 0; side < 2; side++) {                                          \
+                const ptrdiff_t c0 = side ? e1 : 0, c1 = side ? W : e0;                     \
+                const int64_t *tp = g->wtap + c0 * m;                                       \
+                if (m == 1) {                                                               \
+                    for (j = c0; j < c1; j++, tp += 1) e[j] = k * grow[tp[0]];              \
+                } else if (m == 2) {                                                        \
+                    for (j = c0; j < c1; j++, tp += 2) e[j] = k * (grow[tp[0]] + grow[tp[1]]); \
+                } else if (m == 3) {                                                        \
+                    for (j = c0; j < c1; j++, tp += 3)                                      \
+                        e[j] = k * ((grow[tp[0]] + grow[tp[1]]) + grow[tp[2]]);             \
+                } else {                                                                    \
+                    for (j = c0; j < c1; j++, tp += m) {                                    \
+                        float s = grow[tp[0]];                                              \
+                        for (ptrdiff_t t = 1; t < m; t++) s = s + grow[tp[t]];              \
+                        e[j] = k * s;                                                       \
+                    }                                                                       \
+                }                                                                           \
+            }                                                                               \
+            if (g->P)                                                                       \
+                pg_expand_poly_f32(grow, e, g->P, g->q0, g->q1 - g->q0, g->pc, g->pm, tmp, k); \
+        }                                                                                   \
+    }                                                                                       \
+    for (ptrdiff_t idd = d0; idd < d1; idd++) {                                             \
+        const ptrdiff_t a = g->dlo[idd], b = g->dhi[idd];                                   \
+        for (ptrdiff_t ih = h0; ih < h1; ih++) {                                            \
+            const ptrdiff_t p = g->hlo[ih], q = g->hhi[ih];                                 \
+            float *PG_RESTRICT dst = xbase + idd * g->xs2 + ih * g->xs3;                    \
+            ptrdiff_t nr = 0;                                                               \
+            if (q > p)                                                                      \
+                for (ptrdiff_t od = a; od < b; od++) {                                      \
+                    const float *r0 = E + ((od - od0) * noh + (p - oh0)) * W;               \
+                    for (ptrdiff_t t = 0; t < q - p; t++) rows[nr++] = r0 + t * W;          \
+                }                                                                           \
+            if (nr == 0) {                                                                  \
+                memset(dst, 0, (size_t)W * sizeof(float));                                  \
+            } else if (nr == 1) {                                                           \
+                memcpy(dst, rows[0], (size_t)W * sizeof(float));                            \
+            } else {                                                                        \
+                const float *PG_RESTRICT r0 = rows[0], *PG_RESTRICT r1 = rows[1];           \
+                if (nr == 2) {                                                              \
+                    for (j = 0; j < W; j++) dst[j] = r0[j] + r1[j];                         \
+                } else {                                                                    \
+                    const float *PG_RESTRICT r2 = rows[2];                                  \
+                    for (j = 0; j < W; j++) dst[j] = (r0[j] + r1[j]) + r2[j];               \
+                    for (ptrdiff_t r = 3; r < nr; r++) {                                    \
+                        const float *PG_RESTRICT rr = rows[r];                              \
+                        for (j = 0; j < W; j++) dst[j] = dst[j] + rr[j];                    \
+                    }                                                                       \
+                }                                                                           \
+            }                                                                               \
+        }                                                                                   \
+    }                                                                                       \
+}
+
+PG_DEFINE_ITEM(pg_item_base_f32, )
+#if PG_X86_DISPATCH
+PG_DEFINE_ITEM(pg_item_avx2_f32, PG_TARGET_AVX2)
+#endif
+
+static inline void pg_item_f32_run(const pg_item_f32 *g, const float *gbase, float *xbase,
+                                   ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
+                                   float *grow, float *E, const float **rows, float *tmp)
+{
+#if PG_X86_DISPATCH
+    if (pg_have_avx2()) {
+        pg_item_avx2_f32(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp);
+        return;
+    }
+#endif
+    pg_item_base_f32(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp);
+}
+
+#endif
