@@ -92,6 +92,9 @@ cdef extern from "pg_item.h" nogil:
     void pg_item_f32_run(const pg_item_f32* g, const float* gbase, float* xbase,
                          Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1,
                          float* grow, float* E, const float** rows, float* tmp)
+    int pg_item_h16_run(const pg_item_f32* g, const uint16_t* gbase, uint16_t* xbase,
+                        Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1,
+                        float* grow, float* E, const float** rows, float* tmp, int bf16)
 
 cdef extern from "pg_omp.h" nogil:
     int pg_omp_max_threads()
@@ -501,7 +504,7 @@ cdef struct Gather:
     int kind
     int rnd
     int stream
-    const pg_item_f32* item_f32   # the whole item in C (float32 rows, see pg_item.h), or NULL
+    const pg_item_f32* item_f32   # the whole item in C (pg_item.h: float32, 16-bit), or NULL
 
 
 cdef void _expand_taps(const acc_t* grow, acc_t* erow, const int64_t* tap, Py_ssize_t m,
@@ -697,6 +700,11 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
             if g.item_f32 != NULL:
                 pg_item_f32_run(g.item_f32, gbase, xbase, d0, d1, h0, h1, grow, E, rows, acc)
                 return
+    if store_t is uint16_t:
+        if acc_t is float:
+            if g.item_f32 != NULL and pg_item_h16_run(g.item_f32, gbase, xbase, d0, d1, h0, h1,
+                                                      grow, E, rows, acc, g.kind == K_BF16):
+                return
     # two slots past the row for the tap tables: +0.0 (an empty cover) and -0.0 (padding)
     for l in range(L):
         grow[Wo * L + l] = 0
@@ -867,7 +875,7 @@ cdef class AvgGatherKernel(PlannedKernel):
         g.nbd = (g.D + bd - 1) // bd
         g.nbh = (g.H + bh - 1) // bh
         g.kind, g.rnd, g.scale_w, g.stream = kind, rnd, scale_w, stream
-        g.max_terms = max(max_terms, 1)
+        g.max_terms = max(max_terms, 3)   # pg_item_cover sets three row pointers at once
         g.tstore = tstore
         g.fill = fill and g.L == 1 and g.Wo == 1 and not tstore
         g.rows_cap = rows
@@ -907,7 +915,8 @@ cdef class AvgGatherKernel(PlannedKernel):
                 self.p_gi = <char*>&self.gi_h[0, 0, 0, 0, 0, 0]
             self.wd_f, self.wh_f, self.ww_f = wd, wh, ww
         g.item_f32 = NULL
-        if (kind == K_F32 and rnd == R_NONE and g.L == 1 and g.gs[4] == 1 and g.xs[4] == 1
+        if ((kind == K_F32 or kind == K_BF16 or kind == K_F16) and rnd == R_NONE
+                and g.L == 1 and g.gs[4] == 1 and g.xs[4] == 1
                 and g.m > 0 and not g.tstore and not g.fill and not g.stream):
             self.it.W, self.it.Wo = g.W, g.Wo
             self.it.gs2, self.it.gs3, self.it.xs2, self.it.xs3 = g.gs[2], g.gs[3], g.xs[2], g.xs[3]

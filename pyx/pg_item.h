@@ -18,6 +18,7 @@
 
 #include "pg_cpu.h"
 #include "pg_expand.h"
+#include "pg_stream.h"
 
 typedef struct {
     ptrdiff_t W, Wo;
@@ -31,17 +32,71 @@ typedef struct {
     const float *wd, *wh, *ww;             /* ww NULL: no W weights */
 } pg_item_f32;
 
+/* a grad_output row (already in grow, W-weighted, with the two sentinel slots after it)
+ * expanded to the input width, times k: edge columns through the taps, the interior in
+ * polyphase form */
+PG_ALWAYS_INLINE
+static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT grow,
+                                  float *PG_RESTRICT e, float k, float *tmp)
+{
+    const ptrdiff_t W = g->W, m = g->m;
+    const ptrdiff_t e0 = g->P ? g->P * g->q0 : W, e1 = g->P ? g->P * g->q1 : W;
+    ptrdiff_t j;
+    for (int side = 0; side < 2; side++) {
+        const ptrdiff_t c0 = side ? e1 : 0, c1 = side ? W : e0;
+        const int64_t *tp = g->wtap + c0 * m;
+        if (m == 1) {
+            for (j = c0; j < c1; j++, tp += 1) e[j] = k * grow[tp[0]];
+        } else if (m == 2) {
+            for (j = c0; j < c1; j++, tp += 2) e[j] = k * (grow[tp[0]] + grow[tp[1]]);
+        } else if (m == 3) {
+            for (j = c0; j < c1; j++, tp += 3) e[j] = k * ((grow[tp[0]] + grow[tp[1]]) + grow[tp[2]]);
+        } else {
+            for (j = c0; j < c1; j++, tp += m) {
+                float s = grow[tp[0]];
+                for (ptrdiff_t t = 1; t < m; t++) s = s + grow[tp[t]];
+                e[j] = k * s;
+            }
+        }
+    }
+    if (g->P)
+        pg_expand_poly_f32(grow, e, g->P, g->q0, g->q1 - g->q0, g->pc, g->pm, tmp, k);
+}
+
+/* the E rows covering grad_input row (idd, ih), od-major, into rows: their count.  One D
+ * row and at most three H rows (every 2-D case) are consecutive E rows, set without a loop */
+PG_ALWAYS_INLINE
+static inline ptrdiff_t pg_item_cover(const pg_item_f32 *g, const float *E, ptrdiff_t od0,
+                                      ptrdiff_t oh0, ptrdiff_t noh, ptrdiff_t idd, ptrdiff_t ih,
+                                      const float **rows)
+{
+    const ptrdiff_t a = g->dlo[idd], b = g->dhi[idd], p = g->hlo[ih], q = g->hhi[ih];
+    const ptrdiff_t W = g->W;
+    if (q <= p || b <= a)
+        return 0;
+    const float *r0 = E + ((a - od0) * noh + (p - oh0)) * W;
+    if (b - a == 1 && q - p <= 3) {
+        rows[0] = r0;
+        rows[1] = r0 + W;
+        rows[2] = r0 + 2 * W;
+        return q - p;
+    }
+    ptrdiff_t nr = 0;
+    for (ptrdiff_t od = a; od < b; od++, r0 += noh * W)
+        for (ptrdiff_t t = 0; t < q - p; t++) rows[nr++] = r0 + t * W;
+    return nr;
+}
+
 #define PG_DEFINE_ITEM(NAME, ATTR)                                                          \
 ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,               \
                       ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,               \
                       float *PG_RESTRICT grow, float *PG_RESTRICT E,                        \
                       const float **rows, float *tmp)                                       \
 {                                                                                           \
-    const ptrdiff_t W = g->W, Wo = g->Wo, m = g->m;                                         \
+    const ptrdiff_t W = g->W, Wo = g->Wo;                                                   \
     const ptrdiff_t od0 = g->dlo[d0], od1 = g->dhi[d1 - 1];                                 \
     const ptrdiff_t oh0 = g->hlo[h0], oh1 = g->hhi[h1 - 1];                                 \
     const ptrdiff_t noh = oh1 > oh0 ? oh1 - oh0 : 0;                                        \
-    const ptrdiff_t e0 = g->P ? g->P * g->q0 : W, e1 = g->P ? g->P * g->q1 : W;             \
     const float *PG_RESTRICT ww = g->ww;                                                    \
     ptrdiff_t j;                                                                            \
     grow[Wo] = 0.0f;          /* an empty cover */                                          \
@@ -49,44 +104,16 @@ ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,   
     for (ptrdiff_t od = od0; od < od1; od++) {                                              \
         for (ptrdiff_t oh = oh0; oh < oh1; oh++) {                                          \
             const float *PG_RESTRICT src = gbase + od * g->gs2 + oh * g->gs3;               \
-            float *PG_RESTRICT e = E + ((od - od0) * noh + (oh - oh0)) * W;                 \
-            const float k = g->wd[od] * g->wh[oh];                                          \
             if (ww) { for (j = 0; j < Wo; j++) grow[j] = src[j] * ww[j]; }                  \
             else    { for (j = 0; j < Wo; j++) grow[j] = src[j]; }                          \
-            /* edge columns through the taps, the interior in polyphase form */             \
-            for (int side = 0; side < 2; side++) {                                          \
-                const ptrdiff_t c0 = side ? e1 : 0, c1 = side ? W : e0;                     \
-                const int64_t *tp = g->wtap + c0 * m;                                       \
-                if (m == 1) {                                                               \
-                    for (j = c0; j < c1; j++, tp += 1) e[j] = k * grow[tp[0]];              \
-                } else if (m == 2) {                                                        \
-                    for (j = c0; j < c1; j++, tp += 2) e[j] = k * (grow[tp[0]] + grow[tp[1]]); \
-                } else if (m == 3) {                                                        \
-                    for (j = c0; j < c1; j++, tp += 3)                                      \
-                        e[j] = k * ((grow[tp[0]] + grow[tp[1]]) + grow[tp[2]]);             \
-                } else {                                                                    \
-                    for (j = c0; j < c1; j++, tp += m) {                                    \
-                        float s = grow[tp[0]];                                              \
-                        for (ptrdiff_t t = 1; t < m; t++) s = s + grow[tp[t]];              \
-                        e[j] = k * s;                                                       \
-                    }                                                                       \
-                }                                                                           \
-            }                                                                               \
-            if (g->P)                                                                       \
-                pg_expand_poly_f32(grow, e, g->P, g->q0, g->q1 - g->q0, g->pc, g->pm, tmp, k); \
+            pg_item_expand(g, grow, E + ((od - od0) * noh + (oh - oh0)) * W,                \
+                           g->wd[od] * g->wh[oh], tmp);                                     \
         }                                                                                   \
     }                                                                                       \
     for (ptrdiff_t idd = d0; idd < d1; idd++) {                                             \
-        const ptrdiff_t a = g->dlo[idd], b = g->dhi[idd];                                   \
         for (ptrdiff_t ih = h0; ih < h1; ih++) {                                            \
-            const ptrdiff_t p = g->hlo[ih], q = g->hhi[ih];                                 \
             float *PG_RESTRICT dst = xbase + idd * g->xs2 + ih * g->xs3;                    \
-            ptrdiff_t nr = 0;                                                               \
-            if (q > p)                                                                      \
-                for (ptrdiff_t od = a; od < b; od++) {                                      \
-                    const float *r0 = E + ((od - od0) * noh + (p - oh0)) * W;               \
-                    for (ptrdiff_t t = 0; t < q - p; t++) rows[nr++] = r0 + t * W;          \
-                }                                                                           \
+            const ptrdiff_t nr = pg_item_cover(g, E, od0, oh0, noh, idd, ih, rows);         \
             if (nr == 0) {                                                                  \
                 memset(dst, 0, (size_t)W * sizeof(float));                                  \
             } else if (nr == 1) {                                                           \
@@ -112,6 +139,62 @@ PG_DEFINE_ITEM(pg_item_base_f32, )
 #if PG_X86_DISPATCH
 PG_DEFINE_ITEM(pg_item_avx2_f32, PG_TARGET_AVX2)
 #endif
+
+/*
+ * The same item with bfloat16 / float16 grad_output and grad_input (AVX2, and F16C for
+ * float16): rows widened and W-weighted as they are loaded, each grad_input row summed,
+ * rounded once and stored by the fused 16-bit combine (pg_stream.h).  Returns 0 where the
+ * CPU lacks the instructions (the caller then runs the general code).
+ */
+#if PG_X86_DISPATCH
+__attribute__((target("avx2,f16c")))
+static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16_t *xbase,
+                             ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
+                             float *PG_RESTRICT grow, float *PG_RESTRICT E, const float **rows,
+                             float *tmp, int bf16)
+{
+    const ptrdiff_t W = g->W, Wo = g->Wo;
+    const ptrdiff_t od0 = g->dlo[d0], od1 = g->dhi[d1 - 1];
+    const ptrdiff_t oh0 = g->hlo[h0], oh1 = g->hhi[h1 - 1];
+    const ptrdiff_t noh = oh1 > oh0 ? oh1 - oh0 : 0;
+    grow[Wo] = 0.0f;
+    grow[Wo + 1] = -0.0f;
+    for (ptrdiff_t od = od0; od < od1; od++) {
+        for (ptrdiff_t oh = oh0; oh < oh1; oh++) {
+            const uint16_t *src = gbase + od * g->gs2 + oh * g->gs3;
+            if (bf16) pg_load_bf16_avx2(grow, src, g->ww, Wo);
+            else pg_load_f16_avx2(grow, src, g->ww, Wo);
+            pg_item_expand(g, grow, E + ((od - od0) * noh + (oh - oh0)) * W,
+                           g->wd[od] * g->wh[oh], tmp);
+        }
+    }
+    for (ptrdiff_t idd = d0; idd < d1; idd++) {
+        for (ptrdiff_t ih = h0; ih < h1; ih++) {
+            uint16_t *dst = xbase + idd * g->xs2 + ih * g->xs3;
+            const ptrdiff_t nr = pg_item_cover(g, E, od0, oh0, noh, idd, ih, rows);
+            if (nr == 0) memset(dst, 0, (size_t)W * sizeof(uint16_t));   /* +0.0 in both */
+            else if (bf16) pg_combine_bf16_avx2(dst, rows, nr, W);
+            else pg_combine_f16_avx2(dst, rows, nr, W);
+        }
+    }
+}
+#endif
+
+static inline int pg_item_h16_run(const pg_item_f32 *g, const uint16_t *gbase, uint16_t *xbase,
+                                  ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
+                                  float *grow, float *E, const float **rows, float *tmp,
+                                  int bf16)
+{
+#if PG_X86_DISPATCH
+    if (pg_have_avx2() && (bf16 || pg_have_f16c())) {
+        pg_item_h16_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp, bf16);
+        return 1;
+    }
+#endif
+    (void)g; (void)gbase; (void)xbase; (void)d0; (void)d1; (void)h0; (void)h1;
+    (void)grow; (void)E; (void)rows; (void)tmp; (void)bf16;
+    return 0;
+}
 
 static inline void pg_item_f32_run(const pg_item_f32 *g, const float *gbase, float *xbase,
                                    ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
