@@ -632,8 +632,7 @@ cdef void _fill_item(const store_t* go, store_t* gi, const Gather* g,
     cdef Py_ssize_t W = g.W
     cdef Box box = _item_box(g, item)
     cdef Py_ssize_t c = box.c, n = box.n, d0 = box.d0, d1 = box.d1, h0 = box.h0, h1 = box.h1
-    cdef acc_t* wts = buf + g.max_terms * (sizeof(void*) // sizeof(acc_t))
-    cdef acc_t* grow = wts + g.max_terms
+    cdef acc_t* grow = buf + g.max_terms * (sizeof(void*) // sizeof(acc_t))
     cdef acc_t* acc = grow + (g.Wo + 2)
     cdef acc_t* E = acc + W + (W + 1) // 2
     cdef Py_ssize_t idd, ih, od, i, nrow
@@ -675,10 +674,9 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
     cdef Py_ssize_t od0 = g.dlo[d0], od1 = g.dhi[d1 - 1]
     cdef Py_ssize_t oh0 = g.hlo[h0], oh1 = g.hhi[h1 - 1]
     cdef Py_ssize_t noh = oh1 - oh0 if oh1 > oh0 else 0
-    # scratch: row pointers | weights | grow row + 2 slots | acc row | 16-bit row | E rows
+    # scratch: row pointers | grow row + 2 slots | acc row | 16-bit row | E rows
     cdef const acc_t** rows = <const acc_t**>buf
-    cdef acc_t* wts = buf + g.max_terms * (sizeof(void*) // sizeof(acc_t))
-    cdef acc_t* grow = wts + g.max_terms
+    cdef acc_t* grow = buf + g.max_terms * (sizeof(void*) // sizeof(acc_t))
     cdef acc_t* acc = grow + (Wo + 2) * L
     cdef uint16_t* tmp16 = <uint16_t*>(acc + rl)
     cdef acc_t* E = acc + rl + (rl + 1) // 2
@@ -928,10 +926,10 @@ cdef class AvgGatherKernel(PlannedKernel):
             g.item_f32 = &self.it
         self.n_items = g.N * g.C * g.nbd * g.nbh
         self.traffic = go6.nbytes + gi6.nbytes
-        # row pointers, weights, grow row + 2 sentinel slots, acc row, 16-bit staging row,
-        # E rows (see _gather_item)
+        # row pointers, grow row + 2 sentinel slots, acc row, 16-bit staging row, E rows
+        # (see _gather_item)
         self.scratch_elems = (g.max_terms * (sizeof(void*) // (8 if kind == K_F64 else 4))
-                              + g.max_terms + (g.Wo + 2) * g.L + g.W * g.L
+                              + (g.Wo + 2) * g.L + g.W * g.L
                               + (g.W * g.L + 1) // 2 + rows * g.W * g.L
                               + (bh * g.W * g.L if tstore else 0))
         self.scratch_bytes = self.scratch_elems * (8 if kind == K_F64 else 4)
