@@ -125,6 +125,12 @@ def streaming(out6):
     return out6.nbytes > STREAM_BYTES and row >= STREAM_ROW_BYTES
 
 
+def streaming_region(out6):
+    """Whether the gather's C items (pg_item.h) should stream whole blocks of rows: outputs
+    larger than the last-level cache, whatever the row length."""
+    return out6.nbytes > STREAM_BYTES
+
+
 def taps(lo, hi, n_out):
     """(W * m) tap table of the W expansion: for column i the output indices lo..hi-1,
     padded with n_out + 1 (a -0.0 slot); an empty cover starts at n_out (a +0.0 slot).

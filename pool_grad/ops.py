@@ -76,7 +76,8 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     v.memory_fits(scratch * _threads.CPU_COUNT, "grad_output", "scratch rows")
     return _kernels.AvgGatherKernel(go6, gi6, _plan.KINDS[go.dtype], rnd, tables, taps,
                                     poly, weights, bd, bh, rows, terms, scale_w,
-                                    _plan.streaming(gi6), tstore, fill)
+                                    _plan.streaming(gi6), tstore, fill,
+                                    _plan.streaming_region(gi6))
 
 
 class AvgPool2dBackward(Operator):

@@ -89,6 +89,7 @@ cdef extern from "pg_item.h" nogil:
         const float* wd
         const float* wh
         const float* ww
+        int region
     void pg_item_f32_run(const pg_item_f32* g, const float* gbase, float* xbase,
                          Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1,
                          float* grow, float* E, const float** rows, float* tmp)
@@ -861,7 +862,7 @@ cdef class AvgGatherKernel(PlannedKernel):
 
     def __init__(self, go6, gi6, int kind, int rnd, tables, taps, poly, weights, Py_ssize_t bd,
                  Py_ssize_t bh, Py_ssize_t rows, Py_ssize_t max_terms, bint scale_w,
-                 bint stream, bint tstore=False, bint fill=False):
+                 bint stream, bint tstore=False, bint fill=False, bint region=False):
         cdef const int64_t[::1] t
         dlo, dhi, hlo, hhi, wlo, whi = tables
         wd, wh, ww = weights
@@ -923,6 +924,7 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.it.P, self.it.q0, self.it.q1, self.it.pc, self.it.pm = g.P, g.q0, g.q1, g.pc, g.pm
             self.it.wd, self.it.wh = &self.wd_f[0], &self.wh_f[0]
             self.it.ww = &self.ww_f[0] if scale_w else NULL
+            self.it.region = region and kind == K_F32
             g.item_f32 = &self.it
         self.n_items = g.N * g.C * g.nbd * g.nbh
         self.traffic = go6.nbytes + gi6.nbytes

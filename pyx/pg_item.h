@@ -4,7 +4,9 @@
  * the W expansion through the tap table, ordinary stores.  It does exactly the arithmetic
  * of _gather_item in _kernels.pyx (the same operations in the same order, so the same
  * bits), as one C function per instruction set, so that the per-row loops inline and
- * vectorise and nothing is dispatched per row.
+ * vectorise and nothing is dispatched per row.  For float32 outputs larger than the cache,
+ * `region` streams the item's rows (pg_stream.h's line writer): on the 2-vCPU EPYC the
+ * k3s2p1 benchmark took 0.72-0.92x the time of ordinary stores (benchmarks/RESULTS.md).
  *
  *   E[od, oh][w] = k(od, oh) * sum over the taps of w of (grad_output[od, oh, ow] * ww[ow])
  *   grad_input[d, h] = sum, left to right, of the E rows whose windows hold (d, h)
@@ -30,6 +32,7 @@ typedef struct {
     ptrdiff_t P, q0, q1;                   /* polyphase interior [P*q0, P*q1), P = 0: none */
     const int64_t *pc, *pm;
     const float *wd, *wh, *ww;             /* ww NULL: no W weights */
+    int region;                            /* float32: stream an item's rows as one region */
 } pg_item_f32;
 
 /* a grad_output row (already in grow, W-weighted, with the two sentinel slots after it)
@@ -110,10 +113,20 @@ ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,   
                            g->wd[od] * g->wh[oh], tmp);                                     \
         }                                                                                   \
     }                                                                                       \
+    /* outputs larger than the cache: an item's rows of one D row follow each other in      \
+     * memory, so they go out through the line writer, whole lines streamed whatever the    \
+     * rows' length and alignment (one-term rows straight from their E row) */              \
+    const int use_sw = g->region && d1 - d0 == 1 && g->xs3 == W;                           \
+    pg_sw sw;                                                                               \
+    if (use_sw) pg_sw_begin(&sw, xbase + d0 * g->xs2 + h0 * g->xs3);                        \
     for (ptrdiff_t idd = d0; idd < d1; idd++) {                                             \
         for (ptrdiff_t ih = h0; ih < h1; ih++) {                                            \
-            float *PG_RESTRICT dst = xbase + idd * g->xs2 + ih * g->xs3;                    \
+            float *PG_RESTRICT dst = use_sw ? tmp : xbase + idd * g->xs2 + ih * g->xs3;     \
             const ptrdiff_t nr = pg_item_cover(g, E, od0, oh0, noh, idd, ih, rows);         \
+            if (use_sw && nr == 1) {                                                        \
+                pg_sw_append(&sw, rows[0], W * (ptrdiff_t)sizeof(float));                   \
+                continue;                                                                   \
+            }                                                                               \
             if (nr == 0) {                                                                  \
                 memset(dst, 0, (size_t)W * sizeof(float));                                  \
             } else if (nr == 1) {                                                           \
@@ -131,8 +144,10 @@ ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,   
                     }                                                                       \
                 }                                                                           \
             }                                                                               \
+            if (use_sw) pg_sw_append(&sw, dst, W * (ptrdiff_t)sizeof(float));               \
         }                                                                                   \
     }                                                                                       \
+    if (use_sw) pg_sw_end(&sw);                                                             \
 }
 
 PG_DEFINE_ITEM(pg_item_base_f32, )

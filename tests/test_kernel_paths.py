@@ -114,6 +114,15 @@ def stream_everything(monkeypatch):
     monkeypatch.setattr(functions, "_cache", {})   # no plan from before the switch
 
 
+@pytest.fixture
+def stream_regions(monkeypatch):
+    """Streamed row blocks in the C items (pg_item.h) on every output, per-row streaming
+    off (it would take the rows away from the C items)."""
+    monkeypatch.setattr(_plan, "STREAM_BYTES", -1)
+    monkeypatch.setattr(_plan, "STREAM_ROW_BYTES", 1 << 62)
+    monkeypatch.setattr(functions, "_cache", {})
+
+
 def _avg_runs(x_shape, dtype, layouts):
     rng = np.random.default_rng(5)
     y = pg.avg_pool2d(np.zeros(x_shape, np.float32), 3, 2, 1)
@@ -139,11 +148,12 @@ def _max_runs(x_shape, dtype, layouts):
     return outs
 
 
+@pytest.mark.parametrize("mode", ["stream_everything", "stream_regions"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 @pytest.mark.parametrize("x_shape", [(2, 3, 17, 300), (2, 5, 9, 37), (1, 40, 6, 70)])
-def test_streaming_stores_give_the_same_bits(x_shape, dtype, request):
+def test_streaming_stores_give_the_same_bits(x_shape, dtype, mode, request):
     plain = _avg_runs(x_shape, dtype, OUT_LAYOUTS) + _max_runs(x_shape, dtype, OUT_LAYOUTS)
-    request.getfixturevalue("stream_everything")
+    request.getfixturevalue(mode)
     _plan.gather_geometry.cache_clear()
     streamed = _avg_runs(x_shape, dtype, OUT_LAYOUTS) + _max_runs(x_shape, dtype,
                                                                    OUT_LAYOUTS)
