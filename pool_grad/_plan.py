@@ -111,10 +111,12 @@ def last_level_cache_bytes():
 
 
 # outputs larger than this are written with streaming (cache-bypassing) stores, on rows of
-# at least STREAM_ROW_BYTES.  Measured (benchmarks/): streaming short rows is slower than
-# ordinary stores, while long rows (channels-last) gain 15-20 % where the output is larger
-# than the last-level cache; an output that fits in it (a 300 MB L3 holds the benchmark's
-# 103 MB) is written faster through the cache, so the threshold is at least the LLC size
+# at least STREAM_ROW_BYTES, or (float32 C items, pg_item.h) as whole blocks of rows through
+# the line writer.  Measured (benchmarks/): streaming short rows one by one is slower than
+# ordinary stores, while long rows (channels-last) gain 15-20 % and row blocks of the k3s2p1
+# case 14-23 % where the output is larger than the last-level cache; an output that fits in
+# it (a 300 MB L3 holds the benchmark's 103 MB) is written faster through the cache, so the
+# threshold is at least the LLC size
 STREAM_BYTES = max(8 << 20, last_level_cache_bytes())
 STREAM_ROW_BYTES = 4096
 
