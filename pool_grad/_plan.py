@@ -113,10 +113,10 @@ def last_level_cache_bytes():
 # outputs larger than this are written with streaming (cache-bypassing) stores, on rows of
 # at least STREAM_ROW_BYTES, or (float32 C items, pg_item.h) as whole blocks of rows through
 # the line writer.  Measured (benchmarks/): streaming short rows one by one is slower than
-# ordinary stores, while long rows (channels-last) gain 15-20 % and row blocks of the k3s2p1
-# case 14-23 % where the output is larger than the last-level cache; an output that fits in
-# it (a 300 MB L3 holds the benchmark's 103 MB) is written faster through the cache, so the
-# threshold is at least the LLC size
+# ordinary stores, while long rows (channels-last) gain 15-20 % and row blocks of the
+# k3s2p1 case 13-24 % (see REGION_ROW_BYTES) where the output is larger than the
+# last-level cache; an output that fits in it (a 300 MB L3 holds the benchmark's 103 MB)
+# is written faster through the cache, so the threshold is at least the LLC size
 STREAM_BYTES = max(8 << 20, last_level_cache_bytes())
 STREAM_ROW_BYTES = 4096
 
@@ -127,10 +127,17 @@ def streaming(out6):
     return out6.nbytes > STREAM_BYTES and row >= STREAM_ROW_BYTES
 
 
+# rows shorter than this are not streamed as blocks either: the k2s2 case's 224-byte rows
+# took 1.1x the time of ordinary stores that way (the line writer's per-row work on a
+# compute-bound case), the k3s2p1 case's 448-byte rows 0.8x (2-vCPU EPYC)
+REGION_ROW_BYTES = 256
+
+
 def streaming_region(out6):
     """Whether the gather's C items (pg_item.h) should stream whole blocks of rows: outputs
-    larger than the last-level cache, whatever the row length."""
-    return out6.nbytes > STREAM_BYTES
+    larger than the last-level cache, with rows of at least REGION_ROW_BYTES."""
+    row = out6.shape[4] * out6.shape[5] * out6.itemsize
+    return out6.nbytes > STREAM_BYTES and row >= REGION_ROW_BYTES
 
 
 def taps(lo, hi, n_out):

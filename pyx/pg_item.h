@@ -90,7 +90,7 @@ static inline ptrdiff_t pg_item_cover(const pg_item_f32 *g, const float *E, ptrd
     return nr;
 }
 
-#define PG_DEFINE_ITEM(NAME, ATTR)                                                          \
+#define PG_DEFINE_ITEM(NAME, ATTR, REGION)                                                  \
 ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,               \
                       ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,               \
                       float *PG_RESTRICT grow, float *PG_RESTRICT E,                        \
@@ -116,7 +116,7 @@ ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,   
     /* outputs larger than the cache: an item's rows of one D row follow each other in      \
      * memory, so they go out through the line writer, whole lines streamed whatever the    \
      * rows' length and alignment (one-term rows straight from their E row) */              \
-    const int use_sw = g->region && d1 - d0 == 1 && g->xs3 == W;                           \
+    const int use_sw = REGION && d1 - d0 == 1 && g->xs3 == W;                              \
     pg_sw sw;                                                                               \
     if (use_sw) pg_sw_begin(&sw, xbase + d0 * g->xs2 + h0 * g->xs3);                        \
     for (ptrdiff_t idd = d0; idd < d1; idd++) {                                             \
@@ -150,9 +150,13 @@ ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,   
     if (use_sw) pg_sw_end(&sw);                                                             \
 }
 
-PG_DEFINE_ITEM(pg_item_base_f32, )
+/* built with and without the region writer (a constant, so the plain build carries none of
+ * its tests), for baseline x86-64 and AVX2 */
+PG_DEFINE_ITEM(pg_item_base_f32, , 0)
+PG_DEFINE_ITEM(pg_item_base_sw_f32, , 1)
 #if PG_X86_DISPATCH
-PG_DEFINE_ITEM(pg_item_avx2_f32, PG_TARGET_AVX2)
+PG_DEFINE_ITEM(pg_item_avx2_f32, PG_TARGET_AVX2, 0)
+PG_DEFINE_ITEM(pg_item_avx2_sw_f32, PG_TARGET_AVX2, 1)
 #endif
 
 /*
@@ -186,6 +190,12 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
     for (ptrdiff_t idd = d0; idd < d1; idd++) {
         for (ptrdiff_t ih = h0; ih < h1; ih++) {
             uint16_t *dst = xbase + idd * g->xs2 + ih * g->xs3;
+            if (ih > h0 && g->hlo[ih] == g->hlo[ih - 1] && g->hhi[ih] == g->hhi[ih - 1]) {
+                /* the same covering windows as the row before, so the same E rows and the
+                 * same sum: its rounded values again (stride >= kernel, adaptive windows) */
+                memcpy(dst, dst - g->xs3, (size_t)W * sizeof(uint16_t));
+                continue;
+            }
             const ptrdiff_t nr = pg_item_cover(g, E, od0, oh0, noh, idd, ih, rows);
             if (nr == 0) memset(dst, 0, (size_t)W * sizeof(uint16_t));   /* +0.0 in both */
             else if (bf16) pg_combine_bf16_avx2(dst, rows, nr, W);
@@ -217,11 +227,13 @@ static inline void pg_item_f32_run(const pg_item_f32 *g, const float *gbase, flo
 {
 #if PG_X86_DISPATCH
     if (pg_have_avx2()) {
-        pg_item_avx2_f32(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp);
+        (g->region ? pg_item_avx2_sw_f32 : pg_item_avx2_f32)(g, gbase, xbase, d0, d1, h0, h1,
+                                                             grow, E, rows, tmp);
         return;
     }
 #endif
-    pg_item_base_f32(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp);
+    (g->region ? pg_item_base_sw_f32 : pg_item_base_f32)(g, gbase, xbase, d0, d1, h0, h1,
+                                                         grow, E, rows, tmp);
 }
 
 #endif

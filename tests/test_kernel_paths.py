@@ -120,6 +120,7 @@ def stream_regions(monkeypatch):
     off (it would take the rows away from the C items)."""
     monkeypatch.setattr(_plan, "STREAM_BYTES", -1)
     monkeypatch.setattr(_plan, "STREAM_ROW_BYTES", 1 << 62)
+    monkeypatch.setattr(_plan, "REGION_ROW_BYTES", 0)
     monkeypatch.setattr(functions, "_cache", {})
 
 
