@@ -133,11 +133,13 @@ def streaming(out6):
 REGION_ROW_BYTES = 256
 
 
-def streaming_region(out6):
-    """Whether the gather's C items (pg_item.h) should stream whole blocks of rows: outputs
-    larger than the last-level cache, with rows of at least REGION_ROW_BYTES."""
+def streaming_region(out6, min_row=None):
+    """Whether a kernel should stream whole blocks of rows (the gather's C items, pg_item.h;
+    the max-pool scatter): outputs larger than the last-level cache, with rows of at least
+    min_row bytes (default REGION_ROW_BYTES; the scatter, which writes a block at once, 0)."""
     row = out6.shape[4] * out6.shape[5] * out6.itemsize
-    return out6.nbytes > STREAM_BYTES and row >= REGION_ROW_BYTES
+    min_row = REGION_ROW_BYTES if min_row is None else min_row
+    return out6.nbytes > STREAM_BYTES and row >= min_row
 
 
 def taps(lo, hi, n_out):

@@ -183,7 +183,8 @@ class AdaptiveMaxPool2dBackward(Operator):
             n, c, _, hh, ww, lanes = gi6.shape
             bh = _plan.scatter_blocks(hh, ww * lanes, n * c, _threads.CPU_COUNT)
             kernel = _kernels.MaxScatterKernel(go6, ind6, gi6, _plan.KINDS[dt], bh,
-                                               _plan.streaming(gi6))
+                                               _plan.streaming(gi6),
+                                               _plan.streaming_region(gi6, 0))
         elif go.size and not gi.size:
             # a zero-size plane with grad_output values: every index is out of range
             self._plane = 0

@@ -981,6 +981,7 @@ cdef struct Scatter:
     Py_ssize_t js[6]
     int kind
     int stream
+    int region      # stream each item's block of rows through the line writer
 
 
 cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const Scatter* g,
@@ -1035,9 +1036,38 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
                     else:
                         v = <acc_t>gp[ow * gs4 + l * gs5]
                     buf[(idx - lo) * L + l] += v
+    if g.region and g.xs[3] == W * L and (g.xs[4] == 1 if L == 1 else
+                                          (g.xs[5] == 1 and g.xs[4] == L)):
+        # the block's rows follow each other in memory: whole lines streamed, whatever the
+        # rows' length and alignment (16-bit rows rounded into the staging row first)
+        _store_region(buf, xb + h0 * W * L, (h1 - h0) * W * L, kind,
+                      <uint16_t*>(buf + g.bh * W * L))
+        return
     for ih in range(h0, h1):
         _store_row(buf + (ih - h0) * W * L, xb + ih * g.xs[3], g.xs[4], g.xs[5], W, L,
                    g.kind, g.stream, <uint16_t*>(buf + g.bh * W * L))
+
+
+cdef void _store_region(acc_t* src, store_t* dst, Py_ssize_t n, int kind,
+                        uint16_t* tmp16) noexcept nogil:
+    """Store n contiguous results through the line writer (pg_sw); 16-bit results are
+    rounded into the staging area tmp16 first."""
+    cdef pg_sw sw
+    pg_sw_begin(&sw, dst)
+    if store_t is uint16_t:
+        if acc_t is float:
+            if kind == K_F16:
+                pg_f32_to_f16_row(src, tmp16, n)
+            else:
+                pg_f32_to_bf16_row(src, tmp16, n)
+            pg_sw_append(&sw, tmp16, n * <Py_ssize_t>sizeof(uint16_t))
+    elif store_t is float:
+        if acc_t is float:
+            pg_sw_append(&sw, src, n * <Py_ssize_t>sizeof(float))
+    else:
+        if acc_t is double:
+            pg_sw_append(&sw, src, n * <Py_ssize_t>sizeof(double))
+    pg_sw_end(&sw)
 
 
 cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const Scatter* g,
@@ -1110,7 +1140,8 @@ cdef class MaxScatterKernel(PlannedKernel):
     cdef const int64_t[:, :, :, :, :, :] ind64
     cdef int idx64
 
-    def __init__(self, go6, ind6, gi6, int kind, Py_ssize_t bh, bint stream):
+    def __init__(self, go6, ind6, gi6, int kind, Py_ssize_t bh, bint stream,
+                 bint region=False):
         self._keep = (go6, ind6, gi6)
         g = &self.g
         g.N, g.C, _, g.H, g.W, g.L = gi6.shape
@@ -1119,6 +1150,7 @@ cdef class MaxScatterKernel(PlannedKernel):
         g.nbh = (g.H + bh - 1) // bh if g.H > 0 else 0
         g.kind = kind
         g.stream = stream
+        g.region = region
         _fill_strides(g.gs, go6)
         _fill_strides(g.xs, gi6)
         _fill_strides(g.js, ind6)
@@ -1146,7 +1178,9 @@ cdef class MaxScatterKernel(PlannedKernel):
             self.p_ind = <char*>&self.ind32[0, 0, 0, 0, 0, 0]
         self.n_items = g.N * g.C * g.nbh
         # accumulation block + 16-bit staging row
-        self.scratch_elems = bh * g.W * g.L + (g.W * g.L + 1) // 2
+        # accumulation rows, then a 16-bit staging area for the block (one row unless the
+        # block is streamed as a region)
+        self.scratch_elems = bh * g.W * g.L + ((bh if region else 1) * g.W * g.L + 1) // 2
         self.scratch_bytes = self.scratch_elems * (8 if kind == K_F64 else 4)
         self.traffic = go6.nbytes + gi6.nbytes + ind6.nbytes
 
