@@ -210,15 +210,15 @@ static inline int pg_item_h16_run(const pg_item_f32 *g, const uint16_t *gbase, u
                                   float *grow, float *E, const float **rows, float *tmp,
                                   int bf16)
 {
+    if (!pg_have_h16(bf16))
+        return 0;
 #if PG_X86_DISPATCH
-    if (pg_have_avx2() && (bf16 || pg_have_f16c())) {
-        pg_item_h16_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp, bf16);
-        return 1;
-    }
-#endif
+    pg_item_h16_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp, bf16);
+#else
     (void)g; (void)gbase; (void)xbase; (void)d0; (void)d1; (void)h0; (void)h1;
-    (void)grow; (void)E; (void)rows; (void)tmp; (void)bf16;
-    return 0;
+    (void)grow; (void)E; (void)rows; (void)tmp;
+#endif
+    return 1;
 }
 
 static inline void pg_item_f32_run(const pg_item_f32 *g, const float *gbase, float *xbase,

@@ -329,42 +329,37 @@ static void pg_load_f16_avx2(float *dst, const uint16_t *src, const float *w, pt
 }
 #endif
 
+/* whether the AVX2 16-bit routines can run: AVX2, and F16C for float16 */
+static inline int pg_have_h16(int bf16)
+{
+#if PG_X86_DISPATCH
+    return pg_have_avx2() && (bf16 || pg_have_f16c());
+#else
+    (void)bf16;
+    return 0;
+#endif
+}
+
 static inline int pg_load_h16(float *dst, const uint16_t *src, const float *w, ptrdiff_t n,
                               int bf16)
 {
-#if PG_X86_DISPATCH
-    if (!pg_have_avx2())
+    if (!pg_have_h16(bf16))
         return 0;
-    if (bf16) {
-        pg_load_bf16_avx2(dst, src, w, n);
-        return 1;
-    }
-    if (pg_have_f16c()) {
-        pg_load_f16_avx2(dst, src, w, n);
-        return 1;
-    }
+#if PG_X86_DISPATCH
+    (bf16 ? pg_load_bf16_avx2 : pg_load_f16_avx2)(dst, src, w, n);
 #endif
-    (void)dst; (void)src; (void)w; (void)n; (void)bf16;
-    return 0;
+    return 1;
 }
 
 static inline int pg_combine_h16(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
                                  ptrdiff_t n, int bf16)
 {
-#if PG_X86_DISPATCH
-    if (!pg_have_avx2())
+    if (!pg_have_h16(bf16))
         return 0;
-    if (bf16) {
-        pg_combine_bf16_avx2(dst, rows, nr, n);
-        return 1;
-    }
-    if (pg_have_f16c()) {
-        pg_combine_f16_avx2(dst, rows, nr, n);
-        return 1;
-    }
+#if PG_X86_DISPATCH
+    (bf16 ? pg_combine_bf16_avx2 : pg_combine_f16_avx2)(dst, rows, nr, n);
 #endif
-    (void)dst; (void)rows; (void)nr; (void)n; (void)bf16;
-    return 0;
+    return 1;
 }
 
 /* a contiguous row copy with the same line policy (the max-pool scatter's store) */
