@@ -43,8 +43,6 @@ cdef extern from "pg_stream.h" nogil:
     void pg_mulin_f32(float* x, const float* b, Py_ssize_t n)
     void pg_load_lanes_f32(float* dst, const float* src, Py_ssize_t so, const float* w,
                            Py_ssize_t Wo, Py_ssize_t L)
-    void pg_scale_f32(float* x, float c, Py_ssize_t n)
-    void pg_scale_f64(double* x, double c, Py_ssize_t n)
     int pg_combine_h16(uint16_t* dst, const float** rows, Py_ssize_t nr, Py_ssize_t n,
                        int bf16)
     int pg_load_h16(float* dst, const uint16_t* src, const float* w, Py_ssize_t n, int bf16)

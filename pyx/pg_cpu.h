@@ -5,12 +5,14 @@
  * vector width -- element-wise multiplies and adds in a fixed order, no fused
  * multiply-add (the build passes -ffp-contract=off), integer bit manipulation -- are also
  * compiled for AVX2 with a target attribute and chosen at run time, so every CPU computes
- * the same bits.  pg_set_simd(0) forces the baseline loops (the tests compare the two).
+ * the same bits.  pg_set_simd(0) forces the baseline loops (the tests compare the two);
+ * compiling with -DPG_NO_DISPATCH leaves the AVX2 builds out, as on other CPUs and MSVC.
  */
 #ifndef PG_CPU_H
 #define PG_CPU_H
 
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__)) \
+    && !defined(PG_NO_DISPATCH)
 #include <immintrin.h>
 #define PG_X86_DISPATCH 1
 #define PG_TARGET_AVX2 __attribute__((target("avx2")))
@@ -33,6 +35,15 @@ static inline int pg_have_avx2(void) { return pg_simd_allowed && pg_cpu_avx2(); 
 #define PG_TARGET_AVX2
 static int pg_simd_allowed = 1;
 static inline int pg_have_avx2(void) { return 0; }
+#endif
+
+/* PG_PICK(pg_mul, f32, args): pg_mul_avx2_f32(args) where the CPU has AVX2 (and it is
+ * allowed), else pg_mul_base_f32(args) */
+#if PG_X86_DISPATCH
+#define PG_PICK(pre, sfx, ...) \
+    (pg_have_avx2() ? pre##_avx2_##sfx(__VA_ARGS__) : pre##_base_##sfx(__VA_ARGS__))
+#else
+#define PG_PICK(pre, sfx, ...) pre##_base_##sfx(__VA_ARGS__)
 #endif
 
 #if defined(_MSC_VER)

@@ -216,22 +216,18 @@ PG_DEFINE_EXPAND_LANES(double, pg_lanes_base_f64, )
 #if PG_X86_DISPATCH
 PG_DEFINE_EXPAND_LANES(float, pg_lanes_avx2_f32, PG_TARGET_AVX2)
 PG_DEFINE_EXPAND_LANES(double, pg_lanes_avx2_f64, PG_TARGET_AVX2)
-#define PG_LANES(sfx, ...) \
-    (pg_have_avx2() ? pg_lanes_avx2_##sfx(__VA_ARGS__) : pg_lanes_base_##sfx(__VA_ARGS__))
-#else
-#define PG_LANES(sfx, ...) pg_lanes_base_##sfx(__VA_ARGS__)
 #endif
 
 static inline void pg_expand_lanes_f32(const float *grow, float *erow, const int64_t *tap,
                                        ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, float k)
 {
-    PG_LANES(f32, grow, erow, tap, m, W, L, k);
+    PG_PICK(pg_lanes, f32, grow, erow, tap, m, W, L, k);
 }
 
 static inline void pg_expand_lanes_f64(const double *grow, double *erow, const int64_t *tap,
                                        ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, double k)
 {
-    PG_LANES(f64, grow, erow, tap, m, W, L, k);
+    PG_PICK(pg_lanes, f64, grow, erow, tap, m, W, L, k);
 }
 
 #endif

@@ -132,7 +132,8 @@ static inline float pg_round_fp16(float f) { return pg_f16_to_f32(pg_f32_to_f16(
  * instruction; the choice is made at run time (the wheel targets baseline x86-64), and both
  * paths give the same bits: IEEE conversion, round to nearest even, NaN made quiet.
  */
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__))
+#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__)) \
+    && !defined(PG_NO_DISPATCH)
 #include <immintrin.h>
 #define PG_F16C_DISPATCH 1
 

@@ -75,13 +75,6 @@ ATTR static void NAME(T *PG_RESTRICT dst, const T *const *rows, ptrdiff_t nr, pt
     }                                                                                       \
 }
 
-/* x[j] = c * x[j]: an expanded row multiplied by its D and H weight */
-#define PG_SCALE_LOOP(T, NAME, ATTR)                                                        \
-ATTR static void NAME(T *PG_RESTRICT x, T c, ptrdiff_t n)                                   \
-{                                                                                           \
-    for (ptrdiff_t j = 0; j < n; j++) x[j] = c * x[j];                                      \
-}
-
 /* dst[j] = a[j] * b[j]: a grad_output row scaled by the W weights as it is loaded */
 #define PG_MUL_LOOP(NAME, ATTR)                                                             \
 ATTR static void NAME(float *PG_RESTRICT dst, const float *PG_RESTRICT a,                   \
@@ -120,53 +113,35 @@ PG_MUL_INPLACE_LOOP(pg_mulin_base_f32, )
 PG_LOAD_LANES_LOOP(pg_load_lanes_base_f32, )
 PG_COMBINE_LOOPS(float, pg_combine_base_f32, )
 PG_COMBINE_LOOPS(double, pg_combine_base_f64, )
-PG_SCALE_LOOP(float, pg_scale_base_f32, )
-PG_SCALE_LOOP(double, pg_scale_base_f64, )
 #if PG_X86_DISPATCH
 PG_COMBINE_LOOPS(float, pg_combine_avx2_f32, PG_TARGET_AVX2)
 PG_COMBINE_LOOPS(double, pg_combine_avx2_f64, PG_TARGET_AVX2)
 PG_MUL_LOOP(pg_mul_avx2_f32, PG_TARGET_AVX2)
 PG_MUL_INPLACE_LOOP(pg_mulin_avx2_f32, PG_TARGET_AVX2)
-#define PG_MULIN(...) (pg_have_avx2() ? pg_mulin_avx2_f32(__VA_ARGS__) : pg_mulin_base_f32(__VA_ARGS__))
 PG_LOAD_LANES_LOOP(pg_load_lanes_avx2_f32, PG_TARGET_AVX2)
-#define PG_LOAD_LANES(...) \
-    (pg_have_avx2() ? pg_load_lanes_avx2_f32(__VA_ARGS__) : pg_load_lanes_base_f32(__VA_ARGS__))
-PG_SCALE_LOOP(float, pg_scale_avx2_f32, PG_TARGET_AVX2)
-PG_SCALE_LOOP(double, pg_scale_avx2_f64, PG_TARGET_AVX2)
-#define PG_COMBINE(sfx, ...) \
-    (pg_have_avx2() ? pg_combine_avx2_##sfx(__VA_ARGS__) : pg_combine_base_##sfx(__VA_ARGS__))
-#define PG_SCALE(sfx, ...) \
-    (pg_have_avx2() ? pg_scale_avx2_##sfx(__VA_ARGS__) : pg_scale_base_##sfx(__VA_ARGS__))
-#define PG_MUL(...) (pg_have_avx2() ? pg_mul_avx2_f32(__VA_ARGS__) : pg_mul_base_f32(__VA_ARGS__))
-#else
-#define PG_COMBINE(sfx, ...) pg_combine_base_##sfx(__VA_ARGS__)
-#define PG_SCALE(sfx, ...) pg_scale_base_##sfx(__VA_ARGS__)
-#define PG_MUL(...) pg_mul_base_f32(__VA_ARGS__)
-#define PG_MULIN(...) pg_mulin_base_f32(__VA_ARGS__)
-#define PG_LOAD_LANES(...) pg_load_lanes_base_f32(__VA_ARGS__)
 #endif
 
 static inline void pg_mul_f32(float *dst, const float *a, const float *b, ptrdiff_t n)
 {
-    PG_MUL(dst, a, b, n);
+    PG_PICK(pg_mul, f32, dst, a, b, n);
 }
 
-static inline void pg_mulin_f32(float *x, const float *b, ptrdiff_t n) { PG_MULIN(x, b, n); }
+static inline void pg_mulin_f32(float *x, const float *b, ptrdiff_t n)
+{
+    PG_PICK(pg_mulin, f32, x, b, n);
+}
 
 static inline void pg_load_lanes_f32(float *dst, const float *src, ptrdiff_t so, const float *w,
                                      ptrdiff_t Wo, ptrdiff_t L)
 {
-    PG_LOAD_LANES(dst, src, so, w, Wo, L);
+    PG_PICK(pg_load_lanes, f32, dst, src, so, w, Wo, L);
 }
-
-static inline void pg_scale_f32(float *x, float c, ptrdiff_t n) { PG_SCALE(f32, x, c, n); }
-static inline void pg_scale_f64(double *x, double c, ptrdiff_t n) { PG_SCALE(f64, x, c, n); }
 
 static inline void pg_combine_f32(float *dst, const float *const *rows, ptrdiff_t nr,
                                   ptrdiff_t n, int stream)
 {
     if (!(PG_HAVE_STREAM && stream)) {
-        PG_COMBINE(f32, dst, rows, nr, n);
+        PG_PICK(pg_combine, f32, dst, rows, nr, n);
         return;
     }
 #if PG_HAVE_STREAM
@@ -186,7 +161,7 @@ static inline void pg_combine_f64(double *dst, const double *const *rows, ptrdif
                                   ptrdiff_t n, int stream)
 {
     if (!(PG_HAVE_STREAM && stream)) {
-        PG_COMBINE(f64, dst, rows, nr, n);
+        PG_PICK(pg_combine, f64, dst, rows, nr, n);
         return;
     }
 #if PG_HAVE_STREAM
