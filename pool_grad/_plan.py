@@ -380,7 +380,10 @@ def gather_geometry(spec, shape6, acc, n_cpu, folded=False):
     bd, bh, rows = gather_blocks(covs[0], covs[1], d, h, w * lanes, n * c, n_cpu, folded)
     tables = tuple(t for cv in covs for t in cv)
     tp = taps(*covs[2], len(windows[2][0]))
-    poly = polyphase(*covs[2], w_period) if lanes == 1 else None
+    # the polyphase loops are vectorised for periods 1 and 2 only; longer periods (adaptive
+    # windows) expand faster through the tap table where there is one
+    poly = (polyphase(*covs[2], w_period)
+            if lanes == 1 and ((w_period or 0) <= 2 or tp is None) else None)
     wts = tuple(np.ascontiguousarray(x, dtype=acc) for x in weights)
     for arr in tables + wts + ((tp,) if tp is not None else ()) + (poly[2:] if poly else ()):
         arr.flags.writeable = False
