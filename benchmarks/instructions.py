@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Instructions executed per work item of the average-pool gradients (one thread).
+"""Instructions executed per work item of the pooling gradients (one thread).
 
 Wall-clock time on a shared 2-vCPU VM drifts by up to 2x between runs, and on it the large
 cases are limited by memory bandwidth, so kernel changes that only cut arithmetic and
@@ -10,11 +10,13 @@ valgrind's callgrind with collection limited to the kernel's item functions:
 
     valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.out --collect-atstart=no \\
         --toggle-collect='*_gather_item*' --toggle-collect='*_fill_item*' \\
+        --toggle-collect='*_scatter_item*' --toggle-collect='*_plane_bad*' \\
         python benchmarks/instructions.py k3s2p1
 
 and read "Collected" (or `callgrind_annotate /tmp/cg.out` for the split by function).
 Cases: k3s2p1, k3s2p1_nhwc, k2s2_f32, k2s2_f16, k2s2_bf16, global, adaptive,
-adaptive_ndhwc, adaptive_bf16 (the benchmark suite's shapes with N = 1).
+adaptive_ndhwc, adaptive_bf16, max7, max7_nhwc, max56_bf16 (the benchmark suite's shapes
+with N = 1; the max-pool cases count the index check and the scatter).
 Note: callgrind counts each byte of a `rep movsb` copy (glibc's memcpy for rows over a few
 KiB) as one instruction, which inflates the channels-last figures.
 """
@@ -57,6 +59,23 @@ def adaptive(shape, out, dtype, channels_last=False):
     return pg.AdaptiveAvgPool3dBackward(go, shape, gi)
 
 
+def amax(shape, out, dtype, channels_last=False):
+    rng = np.random.default_rng(0)
+    n, c, h, w = shape
+    oh, ow = out
+    # a real forward's argmax: one index per (non-overlapping here) window
+    r = rng.integers(0, h // oh, (n, c, oh, ow)) + np.arange(oh)[:, None] * (h // oh)
+    q = rng.integers(0, w // ow, (n, c, oh, ow)) + np.arange(ow) * (w // ow)
+    ind = (r * w + q).astype(np.int64)
+    go = rng.random((n, c, oh, ow), np.float32).astype(dtype)
+    gi = np.empty(shape, dtype)
+    if channels_last:
+        go = np.ascontiguousarray(go.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+        ind = np.ascontiguousarray(ind.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+        gi = np.empty((n, h, w, c), dtype).transpose(0, 3, 1, 2)
+    return pg.AdaptiveMaxPool2dBackward(go, shape, ind, gi)
+
+
 CASES = {
     "k3s2p1": lambda: avg((1, 64, 112, 112), 3, 2, 1, np.float32),
     "k3s2p1_nhwc": lambda: avg((1, 64, 112, 112), 3, 2, 1, np.float32, True),
@@ -67,6 +86,9 @@ CASES = {
     "adaptive": lambda: adaptive((1, 32, 16, 64, 64), (4, 8, 8), np.float32),
     "adaptive_ndhwc": lambda: adaptive((1, 32, 16, 64, 64), (4, 8, 8), np.float32, True),
     "adaptive_bf16": lambda: adaptive((1, 32, 15, 63, 63), (4, 7, 7), BF16),
+    "max7": lambda: amax((1, 64, 112, 112), (7, 7), np.float32),
+    "max7_nhwc": lambda: amax((1, 64, 112, 112), (7, 7), np.float32, True),
+    "max56_bf16": lambda: amax((1, 64, 112, 112), (56, 56), BF16),
 }
 
 

@@ -50,6 +50,7 @@ cdef extern from "pg_stream.h" nogil:
                         int stream)
     void pg_combine_f64(double* dst, const double** rows, Py_ssize_t nr, Py_ssize_t n,
                         int stream)
+    void pg_fill(void* dst, const void* value, Py_ssize_t size, Py_ssize_t n)
     void pg_stream_f32(float* dst, const float* src, Py_ssize_t n)
     void pg_stream_f64(double* dst, const double* src, Py_ssize_t n)
     void pg_stream_u16(uint16_t* dst, const uint16_t* src, Py_ssize_t n)
@@ -94,6 +95,10 @@ cdef extern from "pg_item.h" nogil:
     int pg_item_h16_run(const pg_item_f32* g, const uint16_t* gbase, uint16_t* xbase,
                         Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1,
                         float* grow, float* E, const float** rows, float* tmp, int bf16)
+
+cdef extern from "pg_index.h" nogil:
+    int pg_any_bad_i64(const int64_t* x, Py_ssize_t n, uint64_t limit)
+    int pg_any_bad_i32(const int32_t* x, Py_ssize_t n, uint64_t limit)
 
 cdef extern from "pg_omp.h" nogil:
     int pg_omp_max_threads()
@@ -640,6 +645,36 @@ cdef void _fill_item(const store_t* go, store_t* gi, const Gather* g,
     cdef store_t* dst
     cdef store_t v
     cdef Py_ssize_t xs3 = g.xs[3], xs4 = g.xs[4]
+    cdef acc_t x, kh
+    cdef const store_t* g0
+    if (g.rnd == R_NONE and g.m == 1 and g.P == 0 and g.wtap[0] == 0 and xs4 == 1
+            and xs3 == W):
+        # the same arithmetic, written out: a column's expansion is k * (its one tap,
+        # which is grad_output column 0); then each plane's rows are one run to fill
+        kh = wh[g.hlo[h0]]
+        g0 = gbase + g.hlo[h0] * g.gs[3]
+        nrow = (h1 - h0) * W
+        for idd in range(d0, d1):
+            od = g.dlo[idd]
+            if store_t is uint16_t:
+                if g.kind == K_F16:
+                    x = pg_f16_to_f32(g0[od * g.gs[2]])
+                else:
+                    x = pg_bf16_to_f32(g0[od * g.gs[2]])
+            else:
+                x = <acc_t>g0[od * g.gs[2]]
+            if g.scale_w:
+                x = x * ww[0]
+            x = (wd[od] * kh) * x
+            if store_t is uint16_t:
+                if g.kind == K_F16:
+                    v = pg_f32_to_f16(<float>x)
+                else:
+                    v = pg_f32_to_bf16(<float>x)
+            else:
+                v = <store_t>x
+            pg_fill(xbase + idd * g.xs[2] + h0 * xs3, &v, sizeof(store_t), nrow)
+        return
     grow[1] = 0
     grow[2] = -0.0
     for idd in range(d0, d1):
@@ -982,6 +1017,52 @@ cdef struct Scatter:
     int region      # stream each item's block of rows through the line writer
 
 
+cdef inline void _scatter_row(acc_t* buf, const store_t* gp, Py_ssize_t gs,
+                              const idx_t* jp, Py_ssize_t js, Py_ssize_t n, uint64_t lo,
+                              uint64_t span, int kind, Py_ssize_t L) noexcept nogil:
+    """Add the n grad values gp[i*gs] of one output row (L == 1) or of one output pixel's
+    n == L lanes into the block buf, which holds plane positions [lo, lo + span) (in lane
+    units: position * L + lane).  One compare per index, in uint64_t arithmetic (which
+    wraps around: a bad index never lands inside the block); the dtype is chosen outside
+    the loops."""
+    cdef Py_ssize_t i
+    cdef uint64_t r
+    if L == 1:
+        if store_t is uint16_t:
+            if kind == K_F16:
+                for i in range(n):
+                    r = <uint64_t>jp[i * js] - lo
+                    if r < span:
+                        buf[r] += pg_f16_to_f32(gp[i * gs])
+            else:
+                for i in range(n):
+                    r = <uint64_t>jp[i * js] - lo
+                    if r < span:
+                        buf[r] += pg_bf16_to_f32(gp[i * gs])
+        else:
+            for i in range(n):
+                r = <uint64_t>jp[i * js] - lo
+                if r < span:
+                    buf[r] += <acc_t>gp[i * gs]
+        return
+    if store_t is uint16_t:
+        if kind == K_F16:
+            for i in range(n):
+                r = <uint64_t>jp[i * js] * <uint64_t>L - lo + <uint64_t>i
+                if r < span:
+                    buf[r] += pg_f16_to_f32(gp[i * gs])
+        else:
+            for i in range(n):
+                r = <uint64_t>jp[i * js] * <uint64_t>L - lo + <uint64_t>i
+                if r < span:
+                    buf[r] += pg_bf16_to_f32(gp[i * gs])
+    else:
+        for i in range(n):
+            r = <uint64_t>jp[i * js] * <uint64_t>L - lo + <uint64_t>i
+            if r < span:
+                buf[r] += <acc_t>gp[i * gs]
+
+
 cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const Scatter* g,
                         acc_t* buf, Py_ssize_t item) noexcept nogil:
     cdef Py_ssize_t W = g.W, L = g.L
@@ -991,14 +1072,13 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
     cdef Py_ssize_t n = t // g.C
     cdef Py_ssize_t h0 = bh_i * g.bh
     cdef Py_ssize_t h1 = min(h0 + g.bh, g.H)
-    cdef int64_t lo = h0 * W, hi = h1 * W, idx
-    cdef Py_ssize_t oh, ow, l, ih
+    cdef uint64_t lo = h0 * W, hi = h1 * W
+    cdef Py_ssize_t oh, ow, ih
     cdef const store_t* gb = go + n * g.gs[0] + c * g.gs[1]
     cdef const idx_t* jb = ind + n * g.js[0] + c * g.js[1]
     cdef store_t* xb = gi + n * g.xs[0] + c * g.xs[1]
     cdef const store_t* gp
     cdef const idx_t* jp
-    cdef acc_t v
     # strides in locals: the compiler cannot keep them in registers through g while the
     # loop stores into buf
     cdef Py_ssize_t gs3 = g.gs[3], gs4 = g.gs[4], gs5 = g.gs[5]
@@ -1010,30 +1090,11 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
         gp = gb + oh * gs3
         jp = jb + oh * js3
         if L == 1:
+            _scatter_row(buf, gp, gs4, jp, js4, Wo, lo, hi - lo, kind, 1)
+        else:
             for ow in range(Wo):
-                idx = jp[ow * js4]
-                if idx >= lo and idx < hi:
-                    if store_t is uint16_t:
-                        if kind == K_F16:
-                            v = pg_f16_to_f32(gp[ow * gs4])
-                        else:
-                            v = pg_bf16_to_f32(gp[ow * gs4])
-                    else:
-                        v = <acc_t>gp[ow * gs4]
-                    buf[idx - lo] += v
-            continue
-        for ow in range(Wo):
-            for l in range(L):
-                idx = jp[ow * js4 + l * js5]
-                if idx >= lo and idx < hi:
-                    if store_t is uint16_t:
-                        if kind == K_F16:
-                            v = pg_f16_to_f32(gp[ow * gs4 + l * gs5])
-                        else:
-                            v = pg_bf16_to_f32(gp[ow * gs4 + l * gs5])
-                    else:
-                        v = <acc_t>gp[ow * gs4 + l * gs5]
-                    buf[(idx - lo) * L + l] += v
+                _scatter_row(buf, gp + ow * gs4, gs5, jp + ow * js4, js5, L, lo * L,
+                             (hi - lo) * L, kind, L)
     if g.region and g.xs[3] == W * L and (g.xs[4] == 1 if L == 1 else
                                           (g.xs[5] == 1 and g.xs[4] == L)):
         # the block's rows follow each other in memory: whole lines streamed, whatever the
@@ -1091,16 +1152,17 @@ cdef Py_ssize_t _plane_bad(const idx_t* ind, const Scatter* g, Py_ssize_t p,
     cdef Py_ssize_t n = p // g.C
     cdef const idx_t* jb = ind + n * g.js[0] + c * g.js[1]
     cdef const idx_t* jp
-    cdef Py_ssize_t oh, ow, l, i, bad = 0, n_el = g.Ho * g.Wo * g.L
-    cdef uint64_t any64 = 0, lim64 = limit - 1
+    cdef Py_ssize_t oh, ow, l, bad = 0, n_el = g.Ho * g.Wo * g.L
+    cdef int any_bad
     if (g.js[3] == g.Wo * g.L and
             ((g.L == 1 and g.js[4] == 1) or (g.js[5] == 1 and g.js[4] == g.L))):
-        # a contiguous plane: one vectorisable pass that only says whether any index is bad
-        # (x | (limit - 1 - x) has its top bit set exactly when x < 0 or x >= limit, in
-        # unsigned arithmetic); the exact count below runs only when one is
-        for i in range(n_el):
-            any64 = any64 | <uint64_t><int64_t>jb[i] | (lim64 - <uint64_t><int64_t>jb[i])
-        if not (any64 >> 63):
+        # a contiguous plane: one vectorised pass that only says whether any index is bad
+        # (pg_index.h); the exact count below runs only when one is
+        if idx_t is int64_t:
+            any_bad = pg_any_bad_i64(jb, n_el, limit)
+        else:
+            any_bad = pg_any_bad_i32(jb, n_el, limit)
+        if not any_bad:
             return 0
     for oh in range(g.Ho):
         for ow in range(g.Wo):

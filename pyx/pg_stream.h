@@ -338,6 +338,59 @@ static inline int pg_combine_h16(uint16_t *dst, const float *const *rows, ptrdif
 }
 
 /* a contiguous row copy with the same line policy (the max-pool scatter's store) */
+/* n elements of `size` bytes (2, 4 or 8), every one equal to *value: the fill of global
+ * pooling's planes.  The AVX2 build stores 32 bytes at a time and ends with one store that
+ * overlaps the one before (the same bytes again), so a 49-value plane takes seven stores. */
+static void pg_fill_base(void *dst, const void *value, ptrdiff_t size, ptrdiff_t n)
+{
+    if (size == 2) {
+        uint16_t v, *d = (uint16_t *)dst;
+        memcpy(&v, value, 2);
+        for (ptrdiff_t i = 0; i < n; i++) d[i] = v;
+    } else if (size == 4) {
+        uint32_t v, *d = (uint32_t *)dst;
+        memcpy(&v, value, 4);
+        for (ptrdiff_t i = 0; i < n; i++) d[i] = v;
+    } else {
+        uint64_t v, *d = (uint64_t *)dst;
+        memcpy(&v, value, 8);
+        for (ptrdiff_t i = 0; i < n; i++) d[i] = v;
+    }
+}
+
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2
+static void pg_fill_avx2(void *dst, const void *value, ptrdiff_t size, ptrdiff_t n)
+{
+    const ptrdiff_t nb = n * size;
+    char *d = (char *)dst;
+    __m256i p;
+    if (nb < 32) {
+        pg_fill_base(dst, value, size, n);
+        return;
+    }
+    if (size == 2) {
+        uint16_t v;
+        memcpy(&v, value, 2);
+        p = _mm256_set1_epi16((short)v);
+    } else if (size == 4) {
+        uint32_t v;
+        memcpy(&v, value, 4);
+        p = _mm256_set1_epi32((int)v);
+    } else {
+        uint64_t v;
+        memcpy(&v, value, 8);
+        p = _mm256_set1_epi64x((long long)v);
+    }
+    ptrdiff_t i = 0;
+    for (; i + 32 <= nb; i += 32) _mm256_storeu_si256((__m256i *)(d + i), p);
+    if (i < nb) _mm256_storeu_si256((__m256i *)(d + nb - 32), p);
+}
+#define pg_fill(...) (pg_have_avx2() ? pg_fill_avx2(__VA_ARGS__) : pg_fill_base(__VA_ARGS__))
+#else
+#define pg_fill(...) pg_fill_base(__VA_ARGS__)
+#endif
+
 static inline void pg_stream_f32(float *dst, const float *src, ptrdiff_t n)
 {
     const float *rows[1] = {src};

@@ -198,6 +198,24 @@ def test_avx2_loops_give_the_same_bits_as_baseline(dtype, request):
             out = empty_out((2, 3, 9, 14, 37), dtype, layout)
             pg.adaptive_avg_pool3d_backward(go3, (2, 3, 9, 14, 37), out=out)
             outs.append(_bits(out))
+        # global pooling's plane fills: shorter than, equal to and past one 32-byte store
+        for x_shape in [(2, 3, 2, 3), (2, 3, 4, 4), (2, 3, 7, 7), (1, 2, 3, 45)]:
+            go = _special(x_shape[:2] + (1, 1), dtype, np.random.default_rng(10))
+            for layout in ("c", "channels_last"):
+                out = empty_out(x_shape, dtype, layout)
+                pg.avg_pool2d_backward(go, x_shape, x_shape[2:], out=out, n_threads=1)
+                outs.append(_bits(out))
+        # max-pool scatter (sums of repeated indices rounded once, rows with vector tails)
+        # and its index check
+        rng = np.random.default_rng(11)
+        for x_shape, o in [((2, 3, 9, 37), (4, 5)), ((1, 2, 16, 64), (8, 8))]:
+            go = _special(x_shape[:2] + o, dtype, rng)
+            idx = rng.integers(0, x_shape[2] * x_shape[3], go.shape)
+            idx[..., 1, :] = idx[..., 0, :1]
+            for layout in ("c", "channels_last"):
+                out = empty_out(x_shape, dtype, layout)
+                pg.adaptive_max_pool2d_backward(go, x_shape, idx, out=out, n_threads=1)
+                outs.append(_bits(out))
         return outs
 
     fast = runs()
