@@ -57,32 +57,34 @@ PG_BF16_IN(pg_bf16_to_f32_row_base, )
 #if PG_X86_DISPATCH
 PG_BF16_IN(pg_bf16_to_f32_row_avx2, PG_TARGET_AVX2)
 
-/* the same rounding written out for AVX2, 16 values a step: the compiler's version of
- * the loop above spends about 2.5 instructions a value on widening and narrowing */
-PG_TARGET_AVX2 static void pg_f32_to_bf16_row_avx2(const float *s, uint16_t *d, ptrdiff_t n)
+/* eight float32 values rounded to bfloat16 (the formula above: round to nearest even,
+ * NaN kept quiet), one per 32-bit lane */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline __m256i pg_bf16_round8_avx2(__m256 x)
 {
     const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
-    const __m256i absm = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
-    const __m256i quiet = _mm256_set1_epi32(0x0040);
+    const __m256i absmask = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
+    const __m256i quiet = _mm256_set1_epi32(0x40);
+    __m256i u = _mm256_castps_si256(x);
+    __m256i hi = _mm256_srli_epi32(u, 16);
+    __m256i r = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(u, bias), _mm256_and_si256(hi, one)), 16);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, absmask), inf);
+    return _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet), nan);
+}
+
+/* the row rounding written out with it, 16 values a step (the compiler's version of the
+ * loop above spends about 2.5 instructions a value on widening and narrowing) */
+PG_TARGET_AVX2 static void pg_f32_to_bf16_row_avx2(const float *s, uint16_t *d, ptrdiff_t n)
+{
     ptrdiff_t i = 0;
-#define PG_BF16_8(u, out)                                                                 \
-    do {                                                                                  \
-        __m256i hi_ = _mm256_srli_epi32(u, 16);                                           \
-        __m256i r_ = _mm256_srli_epi32(                                                   \
-            _mm256_add_epi32(_mm256_add_epi32(u, bias), _mm256_and_si256(hi_, one)), 16); \
-        __m256i nan_ = _mm256_cmpgt_epi32(_mm256_and_si256(u, absm), inf);                \
-        out = _mm256_blendv_epi8(r_, _mm256_or_si256(hi_, quiet), nan_);                  \
-    } while (0)
     for (; i + 16 <= n; i += 16) {
-        __m256i a, b;
-        PG_BF16_8(_mm256_loadu_si256((const __m256i *)(s + i)), a);
-        PG_BF16_8(_mm256_loadu_si256((const __m256i *)(s + i + 8)), b);
         /* both halves are 0..0xFFFF: the unsigned-saturating pack keeps them, per 128-bit
          * lane, and the permute puts the lanes back in order */
-        __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(a, b), 0xD8);
-        _mm256_storeu_si256((__m256i *)(d + i), p);
+        __m256i p = _mm256_packus_epi32(pg_bf16_round8_avx2(_mm256_loadu_ps(s + i)),
+                                        pg_bf16_round8_avx2(_mm256_loadu_ps(s + i + 8)));
+        _mm256_storeu_si256((__m256i *)(d + i), _mm256_permute4x64_epi64(p, 0xD8));
     }
-#undef PG_BF16_8
     for (; i < n; i++) d[i] = pg_f32_to_bf16(s[i]);
 }
 #define PG_BF16_ROW(base, avx2, ...) (pg_have_avx2() ? avx2(__VA_ARGS__) : base(__VA_ARGS__))

@@ -195,22 +195,6 @@ static inline __m256 pg_combine8_avx2(const float *const *rows, ptrdiff_t nr, pt
     return s;
 }
 
-/* eight float32 sums rounded to bfloat16 (pg_half.h's formula: round to nearest even,
- * NaN kept quiet), one per 32-bit lane */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline __m256i pg_bf16_round8_avx2(__m256 x)
-{
-    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
-    const __m256i absmask = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
-    const __m256i quiet = _mm256_set1_epi32(0x40);
-    __m256i u = _mm256_castps_si256(x);
-    __m256i hi = _mm256_srli_epi32(u, 16);
-    __m256i r = _mm256_srli_epi32(
-        _mm256_add_epi32(_mm256_add_epi32(u, bias), _mm256_and_si256(hi, one)), 16);
-    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, absmask), inf);
-    return _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet), nan);
-}
-
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
 static inline void pg_combine_bf16_body(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
                                         ptrdiff_t n)
@@ -337,7 +321,6 @@ static inline int pg_combine_h16(uint16_t *dst, const float *const *rows, ptrdif
     return 1;
 }
 
-/* a contiguous row copy with the same line policy (the max-pool scatter's store) */
 /* n elements of `size` bytes (2, 4 or 8), every one equal to *value: the fill of global
  * pooling's planes.  The AVX2 build stores 32 bytes at a time and ends with one store that
  * overlaps the one before (the same bytes again), so a 49-value plane takes seven stores. */
@@ -391,6 +374,7 @@ static void pg_fill_avx2(void *dst, const void *value, ptrdiff_t size, ptrdiff_t
 #define pg_fill(...) pg_fill_base(__VA_ARGS__)
 #endif
 
+/* a contiguous row copy with the same line policy (the max-pool scatter's store) */
 static inline void pg_stream_f32(float *dst, const float *src, ptrdiff_t n)
 {
     const float *rows[1] = {src};
