@@ -17,6 +17,7 @@ from libc.stdint cimport uint8_t, uintptr_t
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE,
                              PyBUF_FORMAT)
 cimport numpy as cnp
+import numpy as np
 
 cnp.import_array()
 from libc.math cimport INFINITY
@@ -89,6 +90,8 @@ cdef extern from "pg_item.h" nogil:
         const float* wh
         const float* ww
         int region
+        int single
+        int dup2
     void pg_item_f32_run(const pg_item_f32* g, const float* gbase, float* xbase,
                          Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1,
                          float* grow, float* E, const float** rows, float* tmp)
@@ -958,6 +961,15 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.it.wd, self.it.wh = &self.wd_f[0], &self.wh_f[0]
             self.it.ww = &self.ww_f[0] if scale_w else NULL
             self.it.region = region and kind == K_F32
+            self.it.single = self.it.dup2 = 0
+            # R rows (pg_item.h) and a pointer each live where the E rows would (W floats
+            # a row): (Wo + 2) values + 8 bytes, and up to 7 bytes of alignment
+            if (g.m == 1 and (g.Wo + 2) * (4 if kind == K_F32 else 2) + 16 <= 4 * g.W
+                    and not self.it.region
+                    and np.all(np.asarray(dhi) - np.asarray(dlo) <= 1)
+                    and np.all(np.asarray(hhi) - np.asarray(hlo) <= 1)):
+                self.it.single = 1
+                self.it.dup2 = np.array_equal(np.asarray(taps), np.arange(g.W) // 2)
             g.item_f32 = &self.it
         self.n_items = g.N * g.C * g.nbd * g.nbh
         self.traffic = go6.nbytes + gi6.nbytes

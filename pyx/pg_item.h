@@ -33,6 +33,9 @@ typedef struct {
     const int64_t *pc, *pm;
     const float *wd, *wh, *ww;             /* ww NULL: no W weights */
     int region;                            /* float32: stream an item's rows as one region */
+    int single;   /* 16-bit: one tap per column (m = 1) and at most one covering window per
+                   * D and H index, so each grad_input value is one rounded product */
+    int dup2;     /* single, and column w's tap is w / 2 (kernel = stride = 2 along W) */
 } pg_item_f32;
 
 /* a grad_output row (already in grow, W-weighted, with the two sentinel slots after it)
@@ -166,6 +169,132 @@ PG_DEFINE_ITEM(pg_item_avx2_sw_f32, PG_TARGET_AVX2, 1)
  * CPU lacks the instructions (the caller then runs the general code).
  */
 #if PG_X86_DISPATCH
+/* n = Wo + 2 values k * grow[j] rounded to 16 bits (the two sentinel slots included): what
+ * the one-term combine of the general path stores for each grad_input value they reach */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_round_row_h16(uint16_t *r, const float *grow, float k, ptrdiff_t n,
+                                    int bf16)
+{
+    const __m256 kv = _mm256_set1_ps(k);
+    ptrdiff_t j = 0;
+    if (n < 8) {
+        for (; j < n; j++) r[j] = bf16 ? pg_f32_to_bf16(k * grow[j]) : pg_f32_to_f16(k * grow[j]);
+        return;
+    }
+    for (;; j += 8) {
+        if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
+        const __m256 x = _mm256_mul_ps(kv, _mm256_loadu_ps(grow + j));
+        __m128i h;
+        if (bf16) {
+            const __m256i v = pg_bf16_round8_avx2(x);
+            h = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        } else {
+            h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
+        }
+        _mm_storeu_si128((__m128i *)(r + j), h);
+        if (j + 8 == n) break;
+    }
+}
+
+/* one R row: k * grad_output row (times the W weights), float32 */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_r_row_f32(float *r, const float *src, const float *ww, float k,
+                                ptrdiff_t Wo)
+{
+    const __m256 kv = _mm256_set1_ps(k);
+    ptrdiff_t j = 0;
+    for (; j + 8 <= Wo; j += 8) {
+        __m256 v = _mm256_loadu_ps(src + j);
+        if (ww) v = _mm256_mul_ps(v, _mm256_loadu_ps(ww + j));
+        _mm256_storeu_ps(r + j, _mm256_mul_ps(kv, v));
+    }
+    for (; j < Wo; j++) r[j] = k * (ww ? src[j] * ww[j] : src[j]);
+    r[Wo] = k * 0.0f;          /* the sentinel slots: an empty cover, a padding tap */
+    r[Wo + 1] = k * -0.0f;
+}
+
+/*
+ * Non-overlapping windows (g->single): every grad_input value is one grad_output value
+ * times its weights.  Each grad_output value is weighted (and rounded, for 16-bit) once,
+ * into R (one row of Wo + 2 per E row, the sentinel slots included); the first grad_input
+ * row an R row covers picks its values from it through the taps, the others copy that
+ * row: the same bits as expanding the rows and combining one term.  kind: 0 float32,
+ * 1 bfloat16, 2 float16.
+ */
+__attribute__((target("avx2,f16c")))
+static void pg_item_single_avx2(const pg_item_f32 *g, const void *gbase_, void *xbase_,
+                                ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
+                                float *PG_RESTRICT grow, void *PG_RESTRICT R_, int kind)
+{
+    const ptrdiff_t W = g->W, Wo = g->Wo, rl = Wo + 2;
+    const ptrdiff_t es = kind ? 2 : 4;
+    const ptrdiff_t od0 = g->dlo[d0], od1 = g->dhi[d1 - 1];
+    const ptrdiff_t oh0 = g->hlo[h0], oh1 = g->hhi[h1 - 1];
+    const ptrdiff_t noh = oh1 > oh0 ? oh1 - oh0 : 0;
+    const char *gbase = (const char *)gbase_;
+    char *xbase = (char *)xbase_, *R = (char *)R_;
+    for (ptrdiff_t od = od0; od < od1; od++) {
+        for (ptrdiff_t oh = oh0; oh < oh1; oh++) {
+            const char *src = gbase + (od * g->gs2 + oh * g->gs3) * es;
+            char *r = R + ((od - od0) * noh + (oh - oh0)) * rl * es;
+            const float k = g->wd[od] * g->wh[oh];
+            if (kind == 0) {
+                pg_r_row_f32((float *)r, (const float *)src, g->ww, k, Wo);
+                continue;
+            }
+            if (kind == 1) pg_load_bf16_avx2(grow, (const uint16_t *)src, g->ww, Wo);
+            else pg_load_f16_avx2(grow, (const uint16_t *)src, g->ww, Wo);
+            pg_round_row_h16((uint16_t *)r, grow, k, rl, kind == 1);
+        }
+    }
+    /* after the R rows: for each, the first grad_input row made from it, which the later
+     * ones copy (the next H rows of a window, the next D planes) */
+    const ptrdiff_t nE = (od1 - od0) * noh;
+    const char **first = (const char **)(R + ((nE * rl * es + 7) & ~(ptrdiff_t)7));
+    for (ptrdiff_t e = 0; e < nE; e++) first[e] = NULL;
+    for (ptrdiff_t idd = d0; idd < d1; idd++) {
+        for (ptrdiff_t ih = h0; ih < h1; ih++) {
+            char *dst = xbase + (idd * g->xs2 + ih * g->xs3) * es;
+            const ptrdiff_t a = g->dlo[idd], p = g->hlo[ih];
+            if (g->hhi[ih] <= p || g->dhi[idd] <= a) {
+                memset(dst, 0, (size_t)(W * es));   /* +0.0 in every format */
+                continue;
+            }
+            const ptrdiff_t e = (a - od0) * noh + (p - oh0);
+            if (first[e]) {
+                memcpy(dst, first[e], (size_t)(W * es));
+                continue;
+            }
+            first[e] = dst;
+            const char *r = R + e * rl * es;
+            const int64_t *tap = g->wtap;
+            ptrdiff_t j = 0;
+            /* kernel = stride = 2 along W: each value twice, from 16 bytes of R to 32 of
+             * grad_input; the last block starts at an even column and overlaps the one
+             * before (equal values again), an odd W's last column is left to the loop */
+            const ptrdiff_t blk = 32 / es;
+            if (g->dup2 && W >= blk) {
+                for (;; j += blk) {
+                    if (j + blk > W) j = (W - blk) & ~(ptrdiff_t)1;
+                    const __m128i v = _mm_loadu_si128((const __m128i *)(r + j / 2 * es));
+                    __m128i lo, hi;
+                    if (es == 2) { lo = _mm_unpacklo_epi16(v, v); hi = _mm_unpackhi_epi16(v, v); }
+                    else { lo = _mm_unpacklo_epi32(v, v); hi = _mm_unpackhi_epi32(v, v); }
+                    _mm_storeu_si128((__m128i *)(dst + j * es), lo);
+                    _mm_storeu_si128((__m128i *)(dst + j * es + 16), hi);
+                    if (j + blk >= W - 1) break;
+                }
+                j += blk;
+            }
+            if (es == 2) {
+                for (; j < W; j++) ((uint16_t *)dst)[j] = ((const uint16_t *)r)[tap[j]];
+            } else {
+                for (; j < W; j++) ((float *)dst)[j] = ((const float *)r)[tap[j]];
+            }
+        }
+    }
+}
+
 __attribute__((target("avx2,f16c")))
 static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16_t *xbase,
                              ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
@@ -178,6 +307,10 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
     const ptrdiff_t noh = oh1 > oh0 ? oh1 - oh0 : 0;
     grow[Wo] = 0.0f;
     grow[Wo + 1] = -0.0f;
+    if (g->single) {
+        pg_item_single_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, bf16 ? 1 : 2);
+        return;
+    }
     for (ptrdiff_t od = od0; od < od1; od++) {
         for (ptrdiff_t oh = oh0; oh < oh1; oh++) {
             const uint16_t *src = gbase + od * g->gs2 + oh * g->gs3;
@@ -226,6 +359,10 @@ static inline void pg_item_f32_run(const pg_item_f32 *g, const float *gbase, flo
                                    float *grow, float *E, const float **rows, float *tmp)
 {
 #if PG_X86_DISPATCH
+    if (g->single && pg_have_h16(0)) {
+        pg_item_single_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, 0);
+        return;
+    }
     if (pg_have_avx2()) {
         (g->region ? pg_item_avx2_sw_f32 : pg_item_avx2_f32)(g, gbase, xbase, d0, d1, h0, h1,
                                                              grow, E, rows, tmp);

@@ -265,26 +265,35 @@ static void pg_combine_f16_avx2(uint16_t *dst, const float *const *rows, ptrdiff
 PG_TARGET_AVX2
 static void pg_load_bf16_avx2(float *dst, const uint16_t *src, const float *w, ptrdiff_t n)
 {
-    ptrdiff_t j = 0;
-    for (; j + 8 <= n; j += 8) {
+    if (n < 8) {
+        for (ptrdiff_t j = 0; j < n; j++)
+            dst[j] = w ? pg_bf16_to_f32(src[j]) * w[j] : pg_bf16_to_f32(src[j]);
+        return;
+    }
+    for (ptrdiff_t j = 0;; j += 8) {
+        if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
         __m256 v = _mm256_castsi256_ps(_mm256_slli_epi32(
             _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + j))), 16));
         if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + j));
         _mm256_storeu_ps(dst + j, v);
+        if (j + 8 == n) break;
     }
-    for (; j < n; j++) dst[j] = w ? pg_bf16_to_f32(src[j]) * w[j] : pg_bf16_to_f32(src[j]);
 }
 
 __attribute__((target("avx2,f16c")))
 static void pg_load_f16_avx2(float *dst, const uint16_t *src, const float *w, ptrdiff_t n)
 {
-    ptrdiff_t j = 0;
-    for (; j + 8 <= n; j += 8) {
+    if (n < 8) {
+        for (ptrdiff_t j = 0; j < n; j++) dst[j] = w ? _cvtsh_ss(src[j]) * w[j] : _cvtsh_ss(src[j]);
+        return;
+    }
+    for (ptrdiff_t j = 0;; j += 8) {
+        if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
         __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + j)));
         if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + j));
         _mm256_storeu_ps(dst + j, v);
+        if (j + 8 == n) break;
     }
-    for (; j < n; j++) dst[j] = w ? _cvtsh_ss(src[j]) * w[j] : _cvtsh_ss(src[j]);
 }
 #endif
 

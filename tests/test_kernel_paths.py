@@ -198,6 +198,22 @@ def test_avx2_loops_give_the_same_bits_as_baseline(dtype, request):
             out = empty_out((2, 3, 9, 14, 37), dtype, layout)
             pg.adaptive_avg_pool3d_backward(go3, (2, 3, 9, 14, 37), out=out)
             outs.append(_bits(out))
+        # non-overlapping windows (each value weighted and rounded once, pg_item.h):
+        # kernel = stride = 2 with an odd width (ceil_mode), an uncovered last column,
+        # and adaptive integer ratios
+        for x_shape, ceil in [((2, 3, 21, 35), True), ((2, 3, 20, 41), False),
+                              ((1, 2, 6, 17), True)]:
+            y = pg.avg_pool2d(np.zeros(x_shape, np.float32), 2, 2, 0, ceil_mode=ceil)
+            go = _special(y.shape, dtype, np.random.default_rng(12))
+            for layout in ("c", "channels_last"):
+                out = empty_out(x_shape, dtype, layout)
+                pg.avg_pool2d_backward(go, x_shape, 2, 2, 0, ceil_mode=ceil, out=out,
+                                       n_threads=1)
+                outs.append(_bits(out))
+        go3 = _special((2, 3, 4, 6, 8), dtype, np.random.default_rng(13))
+        out = empty_out((2, 3, 8, 12, 48), dtype, "c")
+        pg.adaptive_avg_pool3d_backward(go3, (2, 3, 8, 12, 48), out=out)
+        outs.append(_bits(out))
         # global pooling's plane fills: shorter than, equal to and past one 32-byte store
         for x_shape in [(2, 3, 2, 3), (2, 3, 4, 4), (2, 3, 7, 7), (1, 2, 3, 45)]:
             go = _special(x_shape[:2] + (1, 1), dtype, np.random.default_rng(10))
