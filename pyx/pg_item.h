@@ -169,6 +169,25 @@ PG_DEFINE_ITEM(pg_item_avx2_sw_f32, PG_TARGET_AVX2, 1)
  * CPU lacks the instructions (the caller then runs the general code).
  */
 #if PG_X86_DISPATCH
+/* the nbytes at src copied to c rows dst, dst + step, ...: each 32-byte chunk loaded once
+ * (the last one overlapping the one before), stored to every row */
+PG_TARGET_AVX2
+static void pg_copy_row_avx2(char *dst, ptrdiff_t step, ptrdiff_t c, const char *src,
+                             ptrdiff_t nbytes)
+{
+    if (nbytes < 32) {
+        for (ptrdiff_t t = 0; t < c; t++) memcpy(dst + t * step, src, (size_t)nbytes);
+        return;
+    }
+    for (ptrdiff_t off = 0;; off += 32) {
+        if (off + 32 > nbytes) off = nbytes - 32;
+        const __m256i v = _mm256_loadu_si256((const __m256i *)(src + off));
+        char *d = dst + off;
+        for (ptrdiff_t t = 0; t < c; t++, d += step) _mm256_storeu_si256((__m256i *)d, v);
+        if (off + 32 == nbytes) break;
+    }
+}
+
 /* n = Wo + 2 values k * grow[j] rounded to 16 bits (the two sentinel slots included): what
  * the one-term combine of the general path stores for each grad_input value they reach */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
@@ -323,16 +342,18 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
     for (ptrdiff_t idd = d0; idd < d1; idd++) {
         for (ptrdiff_t ih = h0; ih < h1; ih++) {
             uint16_t *dst = xbase + idd * g->xs2 + ih * g->xs3;
-            if (ih > h0 && g->hlo[ih] == g->hlo[ih - 1] && g->hhi[ih] == g->hhi[ih - 1]) {
-                /* the same covering windows as the row before, so the same E rows and the
-                 * same sum: its rounded values again (stride >= kernel, adaptive windows) */
-                memcpy(dst, dst - g->xs3, (size_t)W * sizeof(uint16_t));
-                continue;
-            }
             const ptrdiff_t nr = pg_item_cover(g, E, od0, oh0, noh, idd, ih, rows);
             if (nr == 0) memset(dst, 0, (size_t)W * sizeof(uint16_t));   /* +0.0 in both */
             else if (bf16) pg_combine_bf16_avx2(dst, rows, nr, W);
             else pg_combine_f16_avx2(dst, rows, nr, W);
+            /* the rows after it with the same covering windows have the same E rows and
+             * the same sum: its rounded values again (stride >= kernel, adaptive windows) */
+            const ptrdiff_t p = g->hlo[ih], q = g->hhi[ih];
+            ptrdiff_t c = 1;
+            while (ih + c < h1 && g->hlo[ih + c] == p && g->hhi[ih + c] == q) c++;
+            if (c > 1) pg_copy_row_avx2((char *)(dst + g->xs3), g->xs3 * 2, c - 1,
+                                        (const char *)dst, W * 2);
+            ih += c - 1;
         }
     }
 }

@@ -214,6 +214,13 @@ def test_avx2_loops_give_the_same_bits_as_baseline(dtype, request):
         out = empty_out((2, 3, 8, 12, 48), dtype, "c")
         pg.adaptive_avg_pool3d_backward(go3, (2, 3, 8, 12, 48), out=out)
         outs.append(_bits(out))
+        # runs of rows with the same windows copied from the first (rows under and over
+        # 32 bytes), overlapping W windows; 64 planes, so that H is not split into items
+        for x_shape, o in [((8, 8, 5, 12, 10), (2, 4, 3)), ((4, 16, 3, 15, 70), (2, 3, 9))]:
+            go3 = _special(x_shape[:2] + o, dtype, np.random.default_rng(14))
+            out = empty_out(x_shape, dtype, "c")
+            pg.adaptive_avg_pool3d_backward(go3, x_shape, out=out)
+            outs.append(_bits(out))
         # global pooling's plane fills: shorter than, equal to and past one 32-byte store
         for x_shape in [(2, 3, 2, 3), (2, 3, 4, 4), (2, 3, 7, 7), (1, 2, 3, 45)]:
             go = _special(x_shape[:2] + (1, 1), dtype, np.random.default_rng(10))
