@@ -1033,10 +1033,10 @@ cdef inline void _scatter_row(acc_t* buf, const store_t* gp, Py_ssize_t gs,
                               const idx_t* jp, Py_ssize_t js, Py_ssize_t n, uint64_t lo,
                               uint64_t span, int kind, Py_ssize_t L) noexcept nogil:
     """Add the n grad values gp[i*gs] of one output row (L == 1) or of one output pixel's
-    n == L lanes into the block buf, which holds plane positions [lo, lo + span) (in lane
-    units: position * L + lane).  One compare per index, in uint64_t arithmetic (which
-    wraps around: a bad index never lands inside the block); the dtype is chosen outside
-    the loops."""
+    n == L lanes into the block buf, which holds plane positions [lo, lo + span) (lane i
+    of position x at (x - lo) * L + i).  One compare per index, in uint64_t arithmetic
+    (which wraps around: a bad index never lands inside the block); the dtype is chosen
+    outside the loops."""
     cdef Py_ssize_t i
     cdef uint64_t r
     if L == 1:
@@ -1060,19 +1060,19 @@ cdef inline void _scatter_row(acc_t* buf, const store_t* gp, Py_ssize_t gs,
     if store_t is uint16_t:
         if kind == K_F16:
             for i in range(n):
-                r = <uint64_t>jp[i * js] * <uint64_t>L - lo + <uint64_t>i
+                r = <uint64_t>jp[i * js] - lo
                 if r < span:
-                    buf[r] += pg_f16_to_f32(gp[i * gs])
+                    buf[r * L + i] += pg_f16_to_f32(gp[i * gs])
         else:
             for i in range(n):
-                r = <uint64_t>jp[i * js] * <uint64_t>L - lo + <uint64_t>i
+                r = <uint64_t>jp[i * js] - lo
                 if r < span:
-                    buf[r] += pg_bf16_to_f32(gp[i * gs])
+                    buf[r * L + i] += pg_bf16_to_f32(gp[i * gs])
     else:
         for i in range(n):
-            r = <uint64_t>jp[i * js] * <uint64_t>L - lo + <uint64_t>i
+            r = <uint64_t>jp[i * js] - lo
             if r < span:
-                buf[r] += <acc_t>gp[i * gs]
+                buf[r * L + i] += <acc_t>gp[i * gs]
 
 
 cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const Scatter* g,
@@ -1105,8 +1105,8 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
             _scatter_row(buf, gp, gs4, jp, js4, Wo, lo, hi - lo, kind, 1)
         else:
             for ow in range(Wo):
-                _scatter_row(buf, gp + ow * gs4, gs5, jp + ow * js4, js5, L, lo * L,
-                             (hi - lo) * L, kind, L)
+                _scatter_row(buf, gp + ow * gs4, gs5, jp + ow * js4, js5, L, lo, hi - lo,
+                             kind, L)
     if g.region and g.xs[3] == W * L and (g.xs[4] == 1 if L == 1 else
                                           (g.xs[5] == 1 and g.xs[4] == L)):
         # the block's rows follow each other in memory: whole lines streamed, whatever the
