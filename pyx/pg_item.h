@@ -33,8 +33,8 @@ typedef struct {
     const int64_t *pc, *pm;
     const float *wd, *wh, *ww;             /* ww NULL: no W weights */
     int region;                            /* float32: stream an item's rows as one region */
-    int single;   /* 16-bit: one tap per column (m = 1) and at most one covering window per
-                   * D and H index, so each grad_input value is one rounded product */
+    int single;   /* one tap per column (m = 1) and at most one covering window per D and H
+                   * index: each grad_input value is one (rounded, for 16-bit) product */
     int dup2;     /* single, and column w's tap is w / 2 (kernel = stride = 2 along W) */
 } pg_item_f32;
 
@@ -162,12 +162,6 @@ PG_DEFINE_ITEM(pg_item_avx2_f32, PG_TARGET_AVX2, 0)
 PG_DEFINE_ITEM(pg_item_avx2_sw_f32, PG_TARGET_AVX2, 1)
 #endif
 
-/*
- * The same item with bfloat16 / float16 grad_output and grad_input (AVX2, and F16C for
- * float16): rows widened and W-weighted as they are loaded, each grad_input row summed,
- * rounded once and stored by the fused 16-bit combine (pg_stream.h).  Returns 0 where the
- * CPU lacks the instructions (the caller then runs the general code).
- */
 #if PG_X86_DISPATCH
 /* the nbytes at src copied to c rows dst, dst + step, ...: each 32-byte chunk loaded once
  * (the last one overlapping the one before), stored to every row */
@@ -314,6 +308,12 @@ static void pg_item_single_avx2(const pg_item_f32 *g, const void *gbase_, void *
     }
 }
 
+/*
+ * The same item with bfloat16 / float16 grad_output and grad_input (AVX2, and F16C for
+ * float16): rows widened and W-weighted as they are loaded, each grad_input row summed,
+ * rounded once and stored by the fused 16-bit combine (pg_stream.h).  Returns 0 where the
+ * CPU lacks the instructions (the caller then runs the general code).
+ */
 __attribute__((target("avx2,f16c")))
 static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16_t *xbase,
                              ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
