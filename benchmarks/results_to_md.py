@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Turn one or more benchmarks/bench.py --json files into the Markdown of
 benchmarks/RESULTS.md: per file and thread count, a heading with the machine, thread count
-and date, then a table (case, pool_grad ms, GB/s, % copy, torch ms, speed-up), followed by
+and date, then a table (case, pool_grad ms, GB/s, % copy [and, for runs that have it, % copy
+from interleaved rounds], torch ms, speed-up), followed by
 the extra checks when the run has them.
 
     python benchmarks/results_to_md.py bench_1t.json bench_2t.json [-o RESULTS.md]
@@ -47,13 +48,17 @@ def run_md(doc, run, one_shot, checks):
            f"{vers}; median of repeats after a warm-up; pool_grad = `op.execute(workspace=ws)` "
            f"into a preallocated grad_input; GB/s = (grad_output + grad_input [+ indices]) "
            f"bytes / time; % copy = of the best copy (`np.copyto`, or OpenMP memcpy / "
-           f"streaming stores) moving as many bytes; "
-           f"speed-up = torch ms / pool_grad ms.", ""]
+           f"streaming stores) moving as many bytes"
+           + ("; % copy, paired = the same ratio from interleaved rounds of pool_grad and "
+              "that copy (median), immune to the machine's drift between the two"
+              if any(c.get("pct_copy_paired") is not None for c in run["cases"]) else "")
+           + "; speed-up = torch ms / pool_grad ms.", ""]
     bg = m.get("max_background_cpus")
     if bg is not None and bg > 0.25:
         out += [f"**Warning:** other processes kept up to {bg:.1f} CPUs busy during this "
                 f"run; treat multi-threaded numbers with suspicion.", ""]
-    head = ["case", "pool_grad ms", "GB/s", "% copy"]
+    paired = any(c.get("pct_copy_paired") is not None for c in run["cases"])
+    head = ["case", "pool_grad ms", "GB/s", "% copy"] + (["% copy, paired"] if paired else [])
     if one_shot:
         head.append("one-shot ms")
     head += ["torch ms", "speed-up"]
@@ -62,6 +67,8 @@ def run_md(doc, run, one_shot, checks):
     for c in run["cases"]:
         sp = c.get("speedup")
         row = [c["name"], _ms(c["pg_ms"]), _f(c["pg_gbps"], ".1f"), _f(c["pct_copy"], ".0f")]
+        if paired:
+            row.append(_f(c.get("pct_copy_paired"), ".0f"))
         if one_shot:
             row.append(_ms(c.get("oneshot_ms")))
         row += [_ms(c.get("torch_ms")), f"{sp:.2f}×" if sp else "–"]
