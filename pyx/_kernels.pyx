@@ -103,6 +103,14 @@ cdef extern from "pg_index.h" nogil:
     int pg_any_bad_i64(const int64_t* x, Py_ssize_t n, uint64_t limit)
     int pg_any_bad_i32(const int32_t* x, Py_ssize_t n, uint64_t limit)
 
+cdef extern from "pg_scatter.h" nogil:
+    int pg_scatter_fast(int kind)
+    void pg_scatter_row(float* buf, const void* g, int kind, const void* j, int j64,
+                        Py_ssize_t n, uint64_t lo, uint64_t span)
+    void pg_flush_block(float* buf, void* dst, Py_ssize_t n, int kind, int stream)
+    Py_ssize_t pg_flush_shift(const void* dst, Py_ssize_t n, int kind)
+    void pg_acc(float* b, float v)
+
 cdef extern from "pg_omp.h" nogil:
     int pg_omp_max_threads()
     int PG_OPENMP
@@ -1014,9 +1022,14 @@ cdef class AvgGatherKernel(PlannedKernel):
 # --------------------------------------------------------------------------------------
 #
 # A work item owns one block of rows of one (n, c) plane (all C lanes in channels-last): it
-# zeroes its accumulation block, walks every (oh, ow) of the plane in increasing order adding
-# the values whose index falls inside the block, and stores the block once.  Repeated indices
+# walks every (oh, ow) of the plane in increasing order adding the values whose index falls
+# inside its accumulation block (zero when the item starts: each thread clears its block
+# once, and every item leaves it cleared), and stores the block once.  Repeated indices
 # therefore accumulate in increasing output order whatever the thread count.
+
+cdef enum:
+    SCATTER_SLACK = 8
+
 
 cdef struct Scatter:
     Py_ssize_t N, C, H, W, L, Ho, Wo
@@ -1027,6 +1040,14 @@ cdef struct Scatter:
     int kind
     int stream
     int region      # stream each item's block of rows through the line writer
+
+
+cdef inline void _acc(acc_t* b, acc_t v) noexcept nogil:
+    """b[0] += v, the total the first operand (pg_scatter.h's pg_acc for float32 sums)."""
+    if acc_t is float:
+        pg_acc(b, v)
+    else:
+        b[0] = b[0] + v
 
 
 cdef inline void _scatter_row(acc_t* buf, const store_t* gp, Py_ssize_t gs,
@@ -1045,34 +1066,34 @@ cdef inline void _scatter_row(acc_t* buf, const store_t* gp, Py_ssize_t gs,
                 for i in range(n):
                     r = <uint64_t>jp[i * js] - lo
                     if r < span:
-                        buf[r] += pg_f16_to_f32(gp[i * gs])
+                        _acc(buf + r, pg_f16_to_f32(gp[i * gs]))
             else:
                 for i in range(n):
                     r = <uint64_t>jp[i * js] - lo
                     if r < span:
-                        buf[r] += pg_bf16_to_f32(gp[i * gs])
+                        _acc(buf + r, pg_bf16_to_f32(gp[i * gs]))
         else:
             for i in range(n):
                 r = <uint64_t>jp[i * js] - lo
                 if r < span:
-                    buf[r] += <acc_t>gp[i * gs]
+                    _acc(buf + r, <acc_t>gp[i * gs])
         return
     if store_t is uint16_t:
         if kind == K_F16:
             for i in range(n):
                 r = <uint64_t>jp[i * js] - lo
                 if r < span:
-                    buf[r * L + i] += pg_f16_to_f32(gp[i * gs])
+                    _acc(buf + r * L + i, pg_f16_to_f32(gp[i * gs]))
         else:
             for i in range(n):
                 r = <uint64_t>jp[i * js] - lo
                 if r < span:
-                    buf[r * L + i] += pg_bf16_to_f32(gp[i * gs])
+                    _acc(buf + r * L + i, pg_bf16_to_f32(gp[i * gs]))
     else:
         for i in range(n):
             r = <uint64_t>jp[i * js] - lo
             if r < span:
-                buf[r * L + i] += <acc_t>gp[i * gs]
+                _acc(buf + r * L + i, <acc_t>gp[i * gs])
 
 
 cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const Scatter* g,
@@ -1097,26 +1118,54 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
     cdef Py_ssize_t js3 = g.js[3], js4 = g.js[4], js5 = g.js[5]
     cdef Py_ssize_t Ho = g.Ho, Wo = g.Wo
     cdef int kind = g.kind
-    memset(buf, 0, (h1 - h0) * W * L * sizeof(acc_t))
+    # float32 sums of contiguous rows: the AVX2 loops (pg_scatter.h), where the CPU has them
+    cdef int fk = -1
+    cdef int j64 = 1 if idx_t is int64_t else 0
+    if acc_t is float:
+        fk = 0 if kind == K_F32 else (1 if kind == K_BF16 else 2)
+        if not pg_scatter_fast(fk):
+            fk = -1
+    cdef Py_ssize_t nblk = (h1 - h0) * W * L
+    cdef bint dense = g.xs[4] == 1 if L == 1 else (g.xs[5] == 1 and g.xs[4] == L)
+    cdef bint whole = g.region and dense and g.xs[3] == W * L   # rows follow each other
+    cdef uint16_t* stage = <uint16_t*>(buf + g.bh * W * L + SCATTER_SLACK)
+    if acc_t is float:
+        if fk >= 0 and whole:
+            # the block placed so that its loads and stores in pg_flush_block are aligned
+            buf = buf + pg_flush_shift(xb + h0 * W * L, nblk, fk)
     for oh in range(Ho):
         gp = gb + oh * gs3
         jp = jb + oh * js3
         if L == 1:
+            if acc_t is float:
+                if fk >= 0 and gs4 == 1 and js4 == 1:
+                    pg_scatter_row(buf, gp, fk, jp, j64, Wo, lo, hi - lo)
+                    continue
             _scatter_row(buf, gp, gs4, jp, js4, Wo, lo, hi - lo, kind, 1)
         else:
             for ow in range(Wo):
                 _scatter_row(buf, gp + ow * gs4, gs5, jp + ow * js4, js5, L, lo, hi - lo,
                              kind, L)
-    if g.region and g.xs[3] == W * L and (g.xs[4] == 1 if L == 1 else
-                                          (g.xs[5] == 1 and g.xs[4] == L)):
-        # the block's rows follow each other in memory: whole lines streamed, whatever the
-        # rows' length and alignment (16-bit rows rounded into the staging row first)
-        _store_region(buf, xb + h0 * W * L, (h1 - h0) * W * L, kind,
-                      <uint16_t*>(buf + g.bh * W * L))
-        return
-    for ih in range(h0, h1):
-        _store_row(buf + (ih - h0) * W * L, xb + ih * g.xs[3], g.xs[4], g.xs[5], W, L,
-                   g.kind, g.stream, <uint16_t*>(buf + g.bh * W * L))
+    if acc_t is float:
+        if dense and fk >= 0:
+            # rounded, stored and cleared in one pass: the block at once where its rows
+            # follow each other in memory (streamed, as a region), else row by row
+            if whole:
+                pg_flush_block(buf, xb + h0 * W * L, nblk, fk, 1)
+                return
+            for ih in range(h0, h1):
+                pg_flush_block(buf + (ih - h0) * W * L, xb + ih * g.xs[3], W * L, fk,
+                               g.stream and W * L * <Py_ssize_t>sizeof(store_t) >= 256)
+            return
+    if whole:
+        # whole lines streamed, whatever the rows' length and alignment (16-bit rows
+        # rounded into the staging area first)
+        _store_region(buf, xb + h0 * W * L, nblk, kind, stage)
+    else:
+        for ih in range(h0, h1):
+            _store_row(buf + (ih - h0) * W * L, xb + ih * g.xs[3], g.xs[4], g.xs[5], W, L,
+                       g.kind, g.stream, stage)
+    memset(buf, 0, nblk * sizeof(acc_t))
 
 
 cdef void _store_region(acc_t* src, store_t* dst, Py_ssize_t n, int kind,
@@ -1145,14 +1194,17 @@ cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const S
                        acc_t* scratch, Py_ssize_t per_thread, int nt) noexcept nogil:
     cdef Py_ssize_t n_items = g.N * g.C * g.nbh
     cdef Py_ssize_t item
+    cdef Py_ssize_t nblk = g.bh * g.W * g.L + SCATTER_SLACK
     cdef acc_t* buf = scratch
     if nt <= 1:
+        memset(buf, 0, nblk * sizeof(acc_t))
         for item in range(n_items):
             _scatter_item(go, ind, gi, g, buf, item)
         pg_store_fence()
         return
     with parallel(num_threads=nt):
         buf = scratch + threadid() * per_thread
+        memset(buf, 0, nblk * sizeof(acc_t))
         for item in prange(n_items, schedule='static'):
             _scatter_item(go, ind, gi, g, buf, item)
         pg_store_fence()
@@ -1249,10 +1301,11 @@ cdef class MaxScatterKernel(PlannedKernel):
             self.ind32 = ind6
             self.p_ind = <char*>&self.ind32[0, 0, 0, 0, 0, 0]
         self.n_items = g.N * g.C * g.nbh
-        # accumulation block + 16-bit staging row
-        # accumulation rows, then a 16-bit staging area for the block (one row unless the
-        # block is streamed as a region)
-        self.scratch_elems = bh * g.W * g.L + ((bh if region else 1) * g.W * g.L + 1) // 2
+        # accumulation rows (and room to shift them by up to SCATTER_SLACK values, for
+        # pg_flush_block's alignment), then a 16-bit staging area for the block (one row
+        # unless the block is streamed as a region); 64-byte multiples per thread
+        self.scratch_elems = (bh * g.W * g.L + SCATTER_SLACK
+                              + ((bh if region else 1) * g.W * g.L + 1) // 2 + 15) // 16 * 16
         self.scratch_bytes = self.scratch_elems * (8 if kind == K_F64 else 4)
         self.traffic = go6.nbytes + gi6.nbytes + ind6.nbytes
 

@@ -8,6 +8,7 @@
 * the AVX2 builds of the float loops (row combine, W scale, period-2 expansion, bfloat16
   conversions), chosen at run time on CPUs that have AVX2: the same bits as the baseline
   loops, with windows of 1 to 3 taps per phase and rows of every length mod 8;
+* the max-pool scatter's AVX2 loops against the baseline ones, streamed or not;
 * the max-pool index check's fast path for contiguous index planes, at the edges of the
   valid range and at the extremes of each index type.
 """
@@ -244,6 +245,57 @@ def test_avx2_loops_give_the_same_bits_as_baseline(dtype, request):
     fast = runs()
     request.getfixturevalue("baseline_simd")
     assert _kernels.simd_in_use() == "baseline"
+    base = runs()
+    for a, b in zip(fast, base):
+        assert np.array_equal(a, b)
+
+
+@pytest.fixture
+def small_blocks(monkeypatch):
+    """Max-pool blocks of a few rows: most indices fall outside an item's block."""
+    monkeypatch.setattr(_plan, "SCRATCH_ELEMS", 64)
+    monkeypatch.setattr(functions, "_cache", {})
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("mode", [None, "stream_regions", "stream_everything",
+                                  "small_blocks"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_avx2_scatter_gives_the_same_bits_as_baseline(dtype, mode, request):
+    """The max-pool scatter's AVX2 loops (pg_scatter.h: four indices tested at once, the
+    block rounded, stored and cleared in one pass, its streamed lines aligned) against the
+    baseline ones: repeated indices, int32 and int64 indices, grad_input at every offset
+    from a cache line (the streamed block shifted in the scratch), rows of every length
+    mod 4, special values, and blocks that hold only part of the indices."""
+    if mode:
+        request.getfixturevalue(mode)
+    rng = np.random.default_rng(15)
+    cases = []
+    for x_shape, o in [((2, 3, 17, 33), (5, 7)), ((3, 2, 9, 30), (4, 20)),
+                       ((2, 2, 40, 70), (20, 35)), ((1, 3, 5, 3), (2, 2))]:
+        for idx_dtype in (np.int64, np.int32):
+            idx = rng.integers(0, x_shape[2] * x_shape[3], x_shape[:2] + o)
+            idx[..., ::2, :] = idx[..., :1, :1]     # one position many times per plane
+            go = _special(idx.shape, dtype, rng)
+            for layout, offset in [("c", 0), ("c", 1), ("c", 5), ("channels_last", 3)]:
+                cases.append((x_shape, go, idx.astype(idx_dtype), layout, offset))
+
+    def runs():
+        outs = []
+        for x_shape, go, idx, layout, offset in cases:
+            n = int(np.prod(x_shape))
+            flat = np.full(n + offset, 7, dtype)[offset:]
+            if layout == "c":
+                out = flat.reshape(x_shape)
+            else:
+                phys = x_shape[:1] + x_shape[2:] + x_shape[1:2]
+                out = np.moveaxis(flat.reshape(phys), -1, 1)
+            pg.adaptive_max_pool2d_backward(go, x_shape, idx, out=out, n_threads=1)
+            outs.append(_bits(out))
+        return outs
+
+    fast = runs()
+    request.getfixturevalue("baseline_simd")
     base = runs()
     for a, b in zip(fast, base):
         assert np.array_equal(a, b)
