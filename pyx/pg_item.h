@@ -182,6 +182,36 @@ static void pg_copy_row_avx2(char *dst, ptrdiff_t step, ptrdiff_t c, const char 
     }
 }
 
+/* whether grad_input plane idd of an item (D index, rows h0..h1) equals the one before it:
+ * the same covering D windows (so the same E rows and sums), with the rows contiguous, so
+ * that the whole slab is copied at once (adaptive D windows: 15 -> 4 repeats 8 of 15) */
+static inline int pg_item_same_d(const pg_item_f32 *g, ptrdiff_t d0, ptrdiff_t idd)
+{
+    return idd > d0 && g->xs3 == g->W && g->dlo[idd] == g->dlo[idd - 1]
+           && g->dhi[idd] == g->dhi[idd - 1];
+}
+
+PG_TARGET_AVX2
+static inline void pg_item_copy_d(const pg_item_f32 *g, void *xbase, ptrdiff_t idd,
+                                  ptrdiff_t h0, ptrdiff_t h1, ptrdiff_t es)
+{
+    char *x = (char *)xbase + (idd * g->xs2 + h0 * g->xs3) * es;
+    const char *src = x - g->xs2 * es;
+    const ptrdiff_t n = (h1 - h0) * g->W * es;
+    ptrdiff_t i = 0;
+    for (; i + 128 <= n; i += 128) {
+        const __m256i a = _mm256_loadu_si256((const __m256i *)(src + i));
+        const __m256i b = _mm256_loadu_si256((const __m256i *)(src + i + 32));
+        const __m256i c = _mm256_loadu_si256((const __m256i *)(src + i + 64));
+        const __m256i d = _mm256_loadu_si256((const __m256i *)(src + i + 96));
+        _mm256_storeu_si256((__m256i *)(x + i), a);
+        _mm256_storeu_si256((__m256i *)(x + i + 32), b);
+        _mm256_storeu_si256((__m256i *)(x + i + 64), c);
+        _mm256_storeu_si256((__m256i *)(x + i + 96), d);
+    }
+    memcpy(x + i, src + i, (size_t)(n - i));
+}
+
 /* n = Wo + 2 values k * grow[j] rounded to 16 bits (the two sentinel slots included): what
  * the one-term combine of the general path stores for each grad_input value they reach */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
@@ -266,6 +296,10 @@ static void pg_item_single_avx2(const pg_item_f32 *g, const void *gbase_, void *
     const char **first = (const char **)(R + ((nE * rl * es + 7) & ~(ptrdiff_t)7));
     for (ptrdiff_t e = 0; e < nE; e++) first[e] = NULL;
     for (ptrdiff_t idd = d0; idd < d1; idd++) {
+        if (pg_item_same_d(g, d0, idd)) {
+            pg_item_copy_d(g, xbase, idd, h0, h1, es);
+            continue;
+        }
         for (ptrdiff_t ih = h0; ih < h1; ih++) {
             char *dst = xbase + (idd * g->xs2 + ih * g->xs3) * es;
             const ptrdiff_t a = g->dlo[idd], p = g->hlo[ih];
@@ -340,6 +374,10 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
         }
     }
     for (ptrdiff_t idd = d0; idd < d1; idd++) {
+        if (pg_item_same_d(g, d0, idd)) {
+            pg_item_copy_d(g, xbase, idd, h0, h1, 2);
+            continue;
+        }
         for (ptrdiff_t ih = h0; ih < h1; ih++) {
             uint16_t *dst = xbase + idd * g->xs2 + ih * g->xs3;
             const ptrdiff_t nr = pg_item_cover(g, E, od0, oh0, noh, idd, ih, rows);
