@@ -264,8 +264,8 @@ static inline void pg_r_row_f32(float *r, const float *src, const float *ww, flo
  * row: the same bits as expanding the rows and combining one term.  kind: 0 float32,
  * 1 bfloat16, 2 float16.
  */
-__attribute__((target("avx2,f16c")))
-static void pg_item_single_avx2(const pg_item_f32 *g, const void *gbase_, void *xbase_,
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_, void *xbase_,
                                 ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
                                 float *PG_RESTRICT grow, void *PG_RESTRICT R_, int kind)
 {
@@ -340,6 +340,17 @@ static void pg_item_single_avx2(const pg_item_f32 *g, const void *gbase_, void *
             }
         }
     }
+}
+
+/* one copy of the item per format, each with its element size a constant */
+__attribute__((target("avx2,f16c")))
+static void pg_item_single_avx2(const pg_item_f32 *g, const void *gbase, void *xbase,
+                                ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
+                                float *PG_RESTRICT grow, void *PG_RESTRICT R, int kind)
+{
+    if (kind == 0) pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, grow, R, 0);
+    else if (kind == 1) pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, grow, R, 1);
+    else pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, grow, R, 2);
 }
 
 /*
