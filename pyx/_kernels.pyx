@@ -106,7 +106,7 @@ cdef extern from "pg_index.h" nogil:
 cdef extern from "pg_scatter.h" nogil:
     int pg_scatter_fast(int kind)
     void pg_scatter_row(float* buf, const void* g, int kind, const void* j, int j64,
-                        Py_ssize_t n, uint64_t lo, uint64_t span)
+                        Py_ssize_t n, uint64_t lo, uint64_t span, Py_ssize_t lanes)
     void pg_flush_block(float* buf, void* dst, Py_ssize_t n, int kind, int stream)
     Py_ssize_t pg_flush_shift(const void* dst, Py_ssize_t n, int kind)
     void pg_acc(float* b, float v)
@@ -1118,7 +1118,8 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
     cdef Py_ssize_t js3 = g.js[3], js4 = g.js[4], js5 = g.js[5]
     cdef Py_ssize_t Ho = g.Ho, Wo = g.Wo
     cdef int kind = g.kind
-    # float32 sums of contiguous rows: the AVX2 loops (pg_scatter.h), where the CPU has them
+    # float32 sums of contiguous rows or lanes: the AVX2 loops (pg_scatter.h), where the CPU
+    # has them
     cdef int fk = -1
     cdef int j64 = 1 if idx_t is int64_t else 0
     if acc_t is float:
@@ -1139,10 +1140,16 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
         if L == 1:
             if acc_t is float:
                 if fk >= 0 and gs4 == 1 and js4 == 1:
-                    pg_scatter_row(buf, gp, fk, jp, j64, Wo, lo, hi - lo)
+                    pg_scatter_row(buf, gp, fk, jp, j64, Wo, lo, hi - lo, 1)
                     continue
             _scatter_row(buf, gp, gs4, jp, js4, Wo, lo, hi - lo, kind, 1)
         else:
+            if acc_t is float:
+                if fk >= 0 and gs5 == 1 and js5 == 1:
+                    for ow in range(Wo):
+                        pg_scatter_row(buf, gp + ow * gs4, fk, jp + ow * js4, j64, L, lo,
+                                       hi - lo, L)
+                    continue
             for ow in range(Wo):
                 _scatter_row(buf, gp + ow * gs4, gs5, jp + ow * js4, js5, L, lo, hi - lo,
                              kind, L)

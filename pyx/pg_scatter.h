@@ -5,8 +5,9 @@
  *
  * pg_scatter_row: buf[j[i] - lo] += g[i], i = 0, 1, ... in order (the same additions in the
  * same order as the baseline loop in _kernels.pyx, so the same bits), for the indices with
- * j[i] - lo < span in unsigned arithmetic: four indices are tested at once, and a group
- * with one outside the block is left to the scalar loop.
+ * j[i] - lo < span in unsigned arithmetic: four indices are tested at once, a group with
+ * none inside the block skipped, and one with some inside left to the scalar loop.  For the lanes of one pixel
+ * (channels-last, i = lane): buf[(j[i] - lo) * lanes + i] += g[i].
  *
  * pg_flush_block: the block's n sums stored to a contiguous run of grad_input, rounded to
  * the output format as the baseline does (round to nearest even, NaN kept quiet), and the
@@ -82,8 +83,11 @@ static inline __m256i pg_idx4(const void *j, ptrdiff_t i, int j64, __m256i lo)
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_scatter_body(float *PG_RESTRICT buf, const void *g, int kind,
                                    const void *j, int j64, ptrdiff_t n, uint64_t lo,
-                                   uint64_t span)
+                                   uint64_t span, ptrdiff_t lanes)
 {
+    /* value t of the row goes to position q of the block: buf[q] for a row of one lane,
+     * buf[q * lanes + t] for the lanes of one pixel (channels-last) */
+#define PG_AT(q, t) (lanes == 1 ? (ptrdiff_t)(q) : (ptrdiff_t)(q) * lanes + (t))
     /* unsigned r < span as a signed compare of both with the top bit flipped */
     const __m256i flip = _mm256_set1_epi64x((long long)0x8000000000000000ull);
     const __m256i lov = _mm256_set1_epi64x((long long)lo);
@@ -92,43 +96,59 @@ static inline void pg_scatter_body(float *PG_RESTRICT buf, const void *g, int ki
     for (; i + 4 <= n; i += 4) {
         const __m256i r = pg_idx4(j, i, j64, lov);
         const __m256i in = _mm256_cmpgt_epi64(spanf, _mm256_xor_si256(r, flip));
-        if (_mm256_movemask_pd(_mm256_castsi256_pd(in)) == 0xF) {
+        const int mask = _mm256_movemask_pd(_mm256_castsi256_pd(in));
+        if (mask == 0)
+            continue;   /* all four in other blocks */
+        if (mask == 0xF) {
             int64_t rr[4];
             float vv[4];
             _mm256_storeu_si256((__m256i *)rr, r);
             _mm_storeu_ps(vv, pg_load4(g, i, kind));
-            pg_acc(buf + rr[0], vv[0]);
-            pg_acc(buf + rr[1], vv[1]);
-            pg_acc(buf + rr[2], vv[2]);
-            pg_acc(buf + rr[3], vv[3]);
+            pg_acc(buf + PG_AT(rr[0], i), vv[0]);
+            pg_acc(buf + PG_AT(rr[1], i + 1), vv[1]);
+            pg_acc(buf + PG_AT(rr[2], i + 2), vv[2]);
+            pg_acc(buf + PG_AT(rr[3], i + 3), vv[3]);
             continue;
         }
         for (ptrdiff_t t = i; t < i + 4; t++) {
             const uint64_t q = (j64 ? (uint64_t)((const int64_t *)j)[t]
                                     : (uint64_t)(int64_t)((const int32_t *)j)[t]) - lo;
-            if (q < span) pg_acc(buf + q, pg_load1(g, t, kind));
+            if (q < span) pg_acc(buf + PG_AT(q, t), pg_load1(g, t, kind));
         }
     }
     for (; i < n; i++) {
         const uint64_t q = (j64 ? (uint64_t)((const int64_t *)j)[i]
                                 : (uint64_t)(int64_t)((const int32_t *)j)[i]) - lo;
-        if (q < span) pg_acc(buf + q, pg_load1(g, i, kind));
+        if (q < span) pg_acc(buf + PG_AT(q, i), pg_load1(g, i, kind));
     }
+#undef PG_AT
+}
+
+__attribute__((target("avx2,f16c")))
+static void pg_scatter_lanes(float *buf, const void *g, int kind, const void *j, int j64,
+                             ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes)
+{
+    if (j64) pg_scatter_body(buf, g, kind, j, 1, n, lo, span, lanes);
+    else pg_scatter_body(buf, g, kind, j, 0, n, lo, span, lanes);
 }
 
 __attribute__((target("avx2,f16c")))
 static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, int j64,
-                           ptrdiff_t n, uint64_t lo, uint64_t span)
+                           ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes)
 {
-    /* the kinds as constants, so that each loop carries no test on them */
+    if (lanes != 1) {
+        pg_scatter_lanes(buf, g, kind, j, j64, n, lo, span, lanes);
+        return;
+    }
+    /* one lane, the kinds as constants: each loop carries no test on them */
     if (j64) {
-        if (kind == 0) pg_scatter_body(buf, g, 0, j, 1, n, lo, span);
-        else if (kind == 1) pg_scatter_body(buf, g, 1, j, 1, n, lo, span);
-        else pg_scatter_body(buf, g, 2, j, 1, n, lo, span);
+        if (kind == 0) pg_scatter_body(buf, g, 0, j, 1, n, lo, span, 1);
+        else if (kind == 1) pg_scatter_body(buf, g, 1, j, 1, n, lo, span, 1);
+        else pg_scatter_body(buf, g, 2, j, 1, n, lo, span, 1);
     } else {
-        if (kind == 0) pg_scatter_body(buf, g, 0, j, 0, n, lo, span);
-        else if (kind == 1) pg_scatter_body(buf, g, 1, j, 0, n, lo, span);
-        else pg_scatter_body(buf, g, 2, j, 0, n, lo, span);
+        if (kind == 0) pg_scatter_body(buf, g, 0, j, 0, n, lo, span, 1);
+        else if (kind == 1) pg_scatter_body(buf, g, 1, j, 0, n, lo, span, 1);
+        else pg_scatter_body(buf, g, 2, j, 0, n, lo, span, 1);
     }
 }
 
@@ -233,9 +253,10 @@ static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
 }
 
 static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, int j64,
-                           ptrdiff_t n, uint64_t lo, uint64_t span)
+                           ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes)
 {
     (void)buf; (void)g; (void)kind; (void)j; (void)j64; (void)n; (void)lo; (void)span;
+    (void)lanes;
 }
 
 static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int stream)
