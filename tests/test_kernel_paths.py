@@ -266,23 +266,31 @@ def test_avx2_scatter_gives_the_same_bits_as_baseline(dtype, mode, request):
     block rounded, stored and cleared in one pass, its streamed lines aligned) against the
     baseline ones: repeated indices, int32 and int64 indices, grad_input at every offset
     from a cache line (the streamed block shifted in the scratch), rows of every length
-    mod 4, special values, and blocks that hold only part of the indices."""
+    mod 4, channels-last lanes, special values, and blocks that hold only part of the
+    indices."""
     if mode:
         request.getfixturevalue(mode)
     rng = np.random.default_rng(15)
     cases = []
     for x_shape, o in [((2, 3, 17, 33), (5, 7)), ((3, 2, 9, 30), (4, 20)),
-                       ((2, 2, 40, 70), (20, 35)), ((1, 3, 5, 3), (2, 2))]:
+                       ((2, 2, 40, 70), (20, 35)), ((1, 3, 5, 3), (2, 2)),
+                       ((2, 9, 11, 13), (4, 5)), ((1, 16, 8, 8), (3, 3))]:   # lanes 9, 16
         for idx_dtype in (np.int64, np.int32):
             idx = rng.integers(0, x_shape[2] * x_shape[3], x_shape[:2] + o)
             idx[..., ::2, :] = idx[..., :1, :1]     # one position many times per plane
             go = _special(idx.shape, dtype, rng)
-            for layout, offset in [("c", 0), ("c", 1), ("c", 5), ("channels_last", 3)]:
+            for layout, offset in [("c", 0), ("c", 1), ("c", 5), ("channels_last", 3),
+                                   ("all_channels_last", 0), ("all_channels_last", 1)]:
                 cases.append((x_shape, go, idx.astype(idx_dtype), layout, offset))
+
+    def lanes_last(a):   # channels-last grad_output / indices: a pixel's lanes contiguous
+        return np.moveaxis(np.ascontiguousarray(np.moveaxis(a, 1, -1)), -1, 1)
 
     def runs():
         outs = []
         for x_shape, go, idx, layout, offset in cases:
+            if layout == "all_channels_last":
+                go, idx = lanes_last(go), lanes_last(idx)
             n = int(np.prod(x_shape))
             flat = np.full(n + offset, 7, dtype)[offset:]
             if layout == "c":
