@@ -300,16 +300,24 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
             pg_item_copy_d(g, xbase, idd, h0, h1, es);
             continue;
         }
-        for (ptrdiff_t ih = h0; ih < h1; ih++) {
-            char *dst = xbase + (idd * g->xs2 + ih * g->xs3) * es;
-            const ptrdiff_t a = g->dlo[idd], p = g->hlo[ih];
-            if (g->hhi[ih] <= p || g->dhi[idd] <= a) {
-                memset(dst, 0, (size_t)(W * es));   /* +0.0 in every format */
+        const ptrdiff_t a = g->dlo[idd], step = g->xs3 * es;
+        const int dcov = g->dhi[idd] > a;
+        for (ptrdiff_t ih = h0; ih < h1;) {
+            /* a run of c rows under the same H window: one row formed, the others copies */
+            const ptrdiff_t p = g->hlo[ih], q = g->hhi[ih];
+            ptrdiff_t c = 1;
+            while (ih + c < h1 && g->hlo[ih + c] == p && g->hhi[ih + c] == q) c++;
+            char *const dst = xbase + (idd * g->xs2 + ih * g->xs3) * es;
+            ih += c;
+            if (q <= p || !dcov) {
+                for (ptrdiff_t t = 0; t < c; t++)
+                    memset(dst + t * step, 0, (size_t)(W * es));   /* +0.0 in every format */
                 continue;
             }
             const ptrdiff_t e = (a - od0) * noh + (p - oh0);
             if (first[e]) {
-                memcpy(dst, first[e], (size_t)(W * es));
+                for (ptrdiff_t t = 0; t < c; t++)
+                    memcpy(dst + t * step, first[e], (size_t)(W * es));
                 continue;
             }
             first[e] = dst;
@@ -317,9 +325,12 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
             const int64_t *tap = g->wtap;
             ptrdiff_t j = 0;
             /* kernel = stride = 2 along W: each value twice, from 16 bytes of R to 32 of
-             * grad_input; the last block starts at an even column and overlaps the one
-             * before (equal values again), an odd W's last column is left to the loop */
+             * grad_input, stored to the run's first two rows at once; the last block
+             * starts at an even column and overlaps the one before (equal values again),
+             * an odd W's last column is left to the loop */
             const ptrdiff_t blk = 32 / es;
+            const int two = c >= 2 && g->dup2 && W >= blk;
+            char *const dst2 = dst + step;
             if (g->dup2 && W >= blk) {
                 for (;; j += blk) {
                     if (j + blk > W) j = (W - blk) & ~(ptrdiff_t)1;
@@ -329,15 +340,29 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
                     else { lo = _mm_unpacklo_epi32(v, v); hi = _mm_unpackhi_epi32(v, v); }
                     _mm_storeu_si128((__m128i *)(dst + j * es), lo);
                     _mm_storeu_si128((__m128i *)(dst + j * es + 16), hi);
+                    if (two) {
+                        _mm_storeu_si128((__m128i *)(dst2 + j * es), lo);
+                        _mm_storeu_si128((__m128i *)(dst2 + j * es + 16), hi);
+                    }
                     if (j + blk >= W - 1) break;
                 }
                 j += blk;
             }
             if (es == 2) {
-                for (; j < W; j++) ((uint16_t *)dst)[j] = ((const uint16_t *)r)[tap[j]];
+                for (; j < W; j++) {
+                    const uint16_t v = ((const uint16_t *)r)[tap[j]];
+                    ((uint16_t *)dst)[j] = v;
+                    if (two) ((uint16_t *)dst2)[j] = v;
+                }
             } else {
-                for (; j < W; j++) ((float *)dst)[j] = ((const float *)r)[tap[j]];
+                for (; j < W; j++) {
+                    const float v = ((const float *)r)[tap[j]];
+                    ((float *)dst)[j] = v;
+                    if (two) ((float *)dst2)[j] = v;
+                }
             }
+            for (ptrdiff_t t = two ? 2 : 1; t < c; t++)
+                memcpy(dst + t * step, dst, (size_t)(W * es));
         }
     }
 }
