@@ -212,31 +212,44 @@ static inline void pg_item_copy_d(const pg_item_f32 *g, void *xbase, ptrdiff_t i
     memcpy(x + i, src + i, (size_t)(n - i));
 }
 
-/* n = Wo + 2 values k * grow[j] rounded to 16 bits (the two sentinel slots included): what
- * the one-term combine of the general path stores for each grad_input value they reach */
+/* one R row of a 16-bit item: k * (grad_output row times the W weights), rounded to 16
+ * bits, then the two sentinel slots (k * +0.0, k * -0.0 rounded): what the one-term
+ * combine of the general path stores for each grad_input value they reach, from the same
+ * products, in one pass */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_round_row_h16(uint16_t *r, const float *grow, float k, ptrdiff_t n,
-                                    int bf16)
+static inline void pg_r_row_h16(uint16_t *r, const uint16_t *src, const float *ww, float k,
+                                ptrdiff_t Wo, int bf16)
 {
     const __m256 kv = _mm256_set1_ps(k);
     ptrdiff_t j = 0;
-    if (n < 8) {
-        for (; j < n; j++) r[j] = bf16 ? pg_f32_to_bf16(k * grow[j]) : pg_f32_to_f16(k * grow[j]);
-        return;
-    }
-    for (;; j += 8) {
-        if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
-        const __m256 x = _mm256_mul_ps(kv, _mm256_loadu_ps(grow + j));
-        __m128i h;
-        if (bf16) {
-            const __m256i v = pg_bf16_round8_avx2(x);
-            h = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-        } else {
-            h = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
+    if (Wo < 8) {
+        for (; j < Wo; j++) {
+            const float x = bf16 ? pg_bf16_to_f32(src[j]) : _cvtsh_ss(src[j]);
+            const float v = k * (ww ? x * ww[j] : x);
+            r[j] = bf16 ? pg_f32_to_bf16(v) : _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);
         }
-        _mm_storeu_si128((__m128i *)(r + j), h);
-        if (j + 8 == n) break;
+    } else {
+        for (;; j += 8) {
+            if (j + 8 > Wo) j = Wo - 8;   /* the last block overlaps: equal values again */
+            const __m128i h = _mm_loadu_si128((const __m128i *)(src + j));
+            __m256 x = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+                            : _mm256_cvtph_ps(h);
+            if (ww) x = _mm256_mul_ps(x, _mm256_loadu_ps(ww + j));
+            x = _mm256_mul_ps(kv, x);
+            __m128i o;
+            if (bf16) {
+                const __m256i v = pg_bf16_round8_avx2(x);
+                o = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+            } else {
+                o = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
+            }
+            _mm_storeu_si128((__m128i *)(r + j), o);
+            if (j + 8 == Wo) break;
+        }
     }
+    const float z0 = k * 0.0f, z1 = k * -0.0f;
+    r[Wo] = bf16 ? pg_f32_to_bf16(z0) : _cvtss_sh(z0, _MM_FROUND_TO_NEAREST_INT);
+    r[Wo + 1] = bf16 ? pg_f32_to_bf16(z1) : _cvtss_sh(z1, _MM_FROUND_TO_NEAREST_INT);
 }
 
 /* one R row: k * grad_output row (times the W weights), float32 */
@@ -285,9 +298,7 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
                 pg_r_row_f32((float *)r, (const float *)src, g->ww, k, Wo);
                 continue;
             }
-            if (kind == 1) pg_load_bf16_avx2(grow, (const uint16_t *)src, g->ww, Wo);
-            else pg_load_f16_avx2(grow, (const uint16_t *)src, g->ww, Wo);
-            pg_round_row_h16((uint16_t *)r, grow, k, rl, kind == 1);
+            pg_r_row_h16((uint16_t *)r, (const uint16_t *)src, g->ww, k, Wo, kind == 1);
         }
     }
     /* after the R rows: for each, the first grad_input row made from it, which the later
