@@ -61,13 +61,14 @@ static inline __m128 pg_load4(const void *g, ptrdiff_t i, int kind)
     return _mm_cvtph_ps(h);
 }
 
-PG_ALWAYS_INLINE
+/* one grad value widened (float16 through F16C: the same value as pg_half.h's) */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline float pg_load1(const void *g, ptrdiff_t i, int kind)
 {
     if (kind == 0)
         return ((const float *)g)[i];
     const uint16_t h = ((const uint16_t *)g)[i];
-    return kind == 1 ? pg_bf16_to_f32(h) : pg_f16_to_f32(h);
+    return kind == 1 ? pg_bf16_to_f32(h) : _cvtsh_ss(h);
 }
 
 /* the four indices at j + i (int64, or int32 sign-extended), minus lo */
@@ -185,12 +186,13 @@ static inline __m256i pg_line_half(float *s, int kind, int zero)
                             _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
 }
 
-PG_ALWAYS_INLINE
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_flush1(float *s, char *d, int kind)
 {
     if (kind == 0) memcpy(d, s, 4);
     else {
-        const uint16_t h = kind == 1 ? pg_f32_to_bf16(*s) : pg_f32_to_f16(*s);
+        const uint16_t h = kind == 1 ? pg_f32_to_bf16(*s)
+                                     : _cvtss_sh(*s, _MM_FROUND_TO_NEAREST_INT);
         memcpy(d, &h, 2);
     }
     *s = 0.0f;

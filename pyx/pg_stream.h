@@ -247,7 +247,8 @@ static void pg_combine_f16_avx2(uint16_t *dst, const float *const *rows, ptrdiff
                                 ptrdiff_t n)
 {
     if (n < 8) {
-        for (ptrdiff_t j = 0; j < n; j++) dst[j] = pg_f32_to_f16(pg_combine1_f32(rows, nr, j));
+        for (ptrdiff_t j = 0; j < n; j++)
+            dst[j] = _cvtss_sh(pg_combine1_f32(rows, nr, j), _MM_FROUND_TO_NEAREST_INT);
         return;
     }
     if (nr == 1) pg_combine_f16_body(dst, rows, 1, n);
