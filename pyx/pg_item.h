@@ -238,7 +238,12 @@ static inline void pg_r_row_h16(uint16_t *r, const uint16_t *src, const float *w
             x = _mm256_mul_ps(kv, x);
             __m128i o;
             if (bf16) {
-                const __m256i v = pg_bf16_round8_avx2(x);
+                /* products that are bfloat16 values already (k a power of two: kernel =
+                 * stride = 2) round to their top halves, NaNs included (the multiply has
+                 * quieted them): the full rounding only where a low half is not zero */
+                const __m256i u = _mm256_castps_si256(x);
+                const __m256i v = _mm256_testz_si256(u, _mm256_set1_epi32(0xFFFF))
+                                      ? _mm256_srli_epi32(u, 16) : pg_bf16_round8_avx2(x);
                 o = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
             } else {
                 o = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);

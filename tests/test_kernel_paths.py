@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import pool_grad as pg
-from conftest import DTYPE_IDS, DTYPES, OUT_LAYOUTS, empty_out, make_array
+from conftest import BFLOAT16, DTYPE_IDS, DTYPES, OUT_LAYOUTS, empty_out, make_array
 from pool_grad import _kernels, _plan, functions
 from reference import (ref_adaptive_avg_pool3d_backward, ref_adaptive_max_pool2d_backward,
                        ref_avg_pool2d_backward, tolerance)
@@ -248,6 +248,25 @@ def test_avx2_loops_give_the_same_bits_as_baseline(dtype, request):
     base = runs()
     for a, b in zip(fast, base):
         assert np.array_equal(a, b)
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+def test_avx2_bfloat16_rounding_shortcut_gives_the_same_bits(request):
+    """Non-overlapping bfloat16 items skip the full rounding of products whose low halves
+    are zero: signalling and quiet NaNs of both signs, infinities, subnormals that the
+    weights push below bfloat16's range, and exact values, against the baseline."""
+    go = np.zeros((1, 2, 4, 8), BFLOAT16)
+    bits = go.view(np.uint16)
+    bits[0, 0, 0] = [0x7F81, 0xFF81, 0x7FC1, 0x0001, 0x8001, 0x7F80, 0x0080, 0x3F81]
+    bits[0, 0, 1] = 0x0001
+    bits[0, 1] = np.random.default_rng(16).integers(0, 1 << 16, (4, 8))
+
+    def run():
+        return _bits(pg.avg_pool2d_backward(go, (1, 2, 8, 16), 2, 2, 0, n_threads=1))
+
+    fast = run()
+    request.getfixturevalue("baseline_simd")
+    assert np.array_equal(fast, run())
 
 
 @pytest.fixture
