@@ -252,21 +252,27 @@ def test_avx2_loops_give_the_same_bits_as_baseline(dtype, request):
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
 def test_avx2_bfloat16_rounding_shortcut_gives_the_same_bits(request):
-    """Non-overlapping bfloat16 items skip the full rounding of products whose low halves
-    are zero: signalling and quiet NaNs of both signs, infinities, subnormals that the
-    weights push below bfloat16's range, and exact values, against the baseline."""
+    """Non-overlapping bfloat16 items and the max-pool block store skip the full rounding
+    of values whose low halves are zero: signalling and quiet NaNs of both signs,
+    infinities, subnormals that the weights push below bfloat16's range, and exact values,
+    against the baseline."""
     go = np.zeros((1, 2, 4, 8), BFLOAT16)
     bits = go.view(np.uint16)
     bits[0, 0, 0] = [0x7F81, 0xFF81, 0x7FC1, 0x0001, 0x8001, 0x7F80, 0x0080, 0x3F81]
     bits[0, 0, 1] = 0x0001
     bits[0, 1] = np.random.default_rng(16).integers(0, 1 << 16, (4, 8))
 
+    idx = np.arange(32).reshape(1, 1, 4, 8) * 4 + np.array([0, 1, 0, 3])[:, None]
+    idx = np.concatenate([idx, idx[:, :, ::-1]], axis=1)   # the max-pool block's stores
+
     def run():
-        return _bits(pg.avg_pool2d_backward(go, (1, 2, 8, 16), 2, 2, 0, n_threads=1))
+        return (_bits(pg.avg_pool2d_backward(go, (1, 2, 8, 16), 2, 2, 0, n_threads=1)),
+                _bits(pg.adaptive_max_pool2d_backward(go, (1, 2, 8, 16), idx, n_threads=1)))
 
     fast = run()
     request.getfixturevalue("baseline_simd")
-    assert np.array_equal(fast, run())
+    for a, b in zip(fast, run()):
+        assert np.array_equal(a, b)
 
 
 @pytest.fixture
