@@ -103,6 +103,8 @@ def run_md(doc, run, one_shot, checks):
         out.append(f"Concurrency ({cc['case']}, n_threads=1 each): two calls in two Python "
                    f"threads take {cc['ratio']:.2f}× one call "
                    f"({cc['two_concurrent_ms']:.1f} vs {cc['one_call_ms']:.1f} ms)"
+                   + (f", CPU time / wall {cc['cpu_per_wall']:.2f}"
+                      if cc.get("cpu_per_wall") is not None else "")
                    + (f"; inconclusive: other processes kept {cc['bg_cpus']:.1f} CPUs busy."
                       if (cc.get("bg_cpus") or 0) > 0.25 else "."))
         out.append("")
