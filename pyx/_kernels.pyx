@@ -11,7 +11,7 @@
 
 from cython.parallel cimport prange, parallel, threadid
 from libc.stdint cimport uint16_t, int32_t, int64_t, uint64_t
-from libc.string cimport memcpy, memset
+from libc.string cimport memcpy, memset, strchr
 from libc.stdlib cimport malloc, free
 from libc.stdint cimport uint8_t, uintptr_t
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE,
@@ -221,12 +221,12 @@ def _raise_invalid(arg, rule, value):
     raise invalid(arg, rule, value)
 
 
-cdef bint _plain_format(const char* fmt):
+cdef bint _plain_format(const char* fmt) noexcept:
     """A struct-module format of one plain number or byte, e.g. 'B', '<f', '=e'."""
-    cdef bytes f = fmt
-    if f[:1] in (b"@", b"=", b"<", b">", b"!"):
-        f = f[1:]
-    return len(f) == 1 and f in b"cbB?hHiIlLqQnNefdg"
+    cdef const char* f = fmt
+    if f[0] != 0 and strchr(b"@=<>!", f[0]) != NULL:
+        f += 1
+    return f[0] != 0 and f[1] == 0 and strchr(b"cbB?hHiIlLqQnNefdg", f[0]) != NULL
 
 
 cdef class PlannedKernel:
@@ -241,7 +241,9 @@ cdef class PlannedKernel:
     cdef char* p_go
     cdef char* p_gi
     cdef char* p_ind
-    cdef public object extents       # (lo, hi) byte addresses the planned arrays span
+    cdef object _extents             # (lo, hi) byte addresses the planned arrays span
+    cdef uintptr_t _ext[8]           # the same, as C integers (at most four arrays)
+    cdef Py_ssize_t _n_ext
     cdef void* _own
     cdef size_t _own_bytes
     cdef bint _own_busy
@@ -283,6 +285,24 @@ cdef class PlannedKernel:
             raise RuntimeError("pool_grad: this plan was released from its arrays")
         return self._run(workspace, budget, need, self.p_go, self.p_gi, self.p_ind)
 
+    @property
+    def extents(self):
+        return self._extents
+
+    @extents.setter
+    def extents(self, value):
+        cdef Py_ssize_t k = 0
+        if value is not None:
+            value = list(value)
+            if len(value) > 4:
+                raise ValueError("pool_grad: at most four planned arrays")
+            for lo, hi in value:
+                self._ext[2 * k] = <uintptr_t>lo
+                self._ext[2 * k + 1] = <uintptr_t>hi
+                k += 1
+        self._n_ext = k
+        self._extents = value
+
     def release_arrays(self):
         """Forget the planned arrays (a cached template keeps only the geometry, and is
         run with run_on): a cache must not keep a caller's arrays alive."""
@@ -301,7 +321,7 @@ cdef class PlannedKernel:
         cdef uintptr_t addr, off
         cdef char* base
         cdef bint owned = False, temp = False
-        cdef Py_ssize_t status
+        cdef Py_ssize_t status, k
         if self.n_items == 0:
             return 0
         if workspace is not None:
@@ -316,13 +336,12 @@ cdef class PlannedKernel:
                     # scratch bytes written over object pointers would crash the interpreter
                     _raise_invalid("workspace", "must hold plain bytes or numbers (no "
                                    "objects or records)", f"buffer format {view.format!r}")
-                if self.extents is not None:
-                    for lo, hi in self.extents:
-                        if <uintptr_t>view.buf < <uintptr_t>hi and \
-                                <uintptr_t>lo < <uintptr_t>view.buf + <uintptr_t>view.len:
-                            _raise_invalid("workspace", "must not overlap grad_output, "
-                                           "indices or grad_input", "a buffer sharing "
-                                           "their memory")
+                for k in range(self._n_ext):
+                    if <uintptr_t>view.buf < self._ext[2 * k + 1] and \
+                            self._ext[2 * k] < <uintptr_t>view.buf + <uintptr_t>view.len:
+                        _raise_invalid("workspace", "must not overlap grad_output, "
+                                       "indices or grad_input", "a buffer sharing "
+                                       "their memory")
                 if view.len < need:
                     _raise_invalid("workspace", f"must hold at least workspace_size = "
                                    f"{need} bytes", f"{view.len} bytes")
