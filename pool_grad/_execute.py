@@ -35,7 +35,9 @@ class Operator:
             _threads.requested(n_threads)
         if stream is None:
             if self._kernel is not None:
-                self._status(self._kernel.run(workspace, budget, self._workspace_size))
+                status = self._kernel.run(workspace, budget, self._workspace_size)
+                if status:   # 0: done (no call on the common path)
+                    self._status(status)
             else:
                 self._status(None)
             return None
