@@ -31,8 +31,8 @@ class Operator:
         """Fill grad_input.  ``workspace``: None (allocated here) or a writeable buffer of
         at least workspace_size bytes; ``stream``: None (run now) or a Stream (queued, in
         order); ``n_threads``: None (library default) or a positive int."""
-        budget = _threads.get_num_threads() if n_threads is None else \
-            _threads.requested(n_threads)
+        # budget 0: the default, which the kernel computes (no Python call for it)
+        budget = 0 if n_threads is None else _threads.budget(n_threads)
         if stream is None:
             if self._kernel is not None:
                 status = self._kernel.run(workspace, budget, self._workspace_size)
@@ -44,6 +44,7 @@ class Operator:
         if not isinstance(stream, Stream):
             raise invalid("stream", "must be None or a pool_grad.Stream",
                           type(stream).__name__)
+        budget = budget or _threads.get_num_threads()   # the default when queued
         if workspace is not None:
             self._check_workspace(workspace)
         stream._submit(lambda: self.execute(workspace, None, budget))

@@ -25,6 +25,7 @@ def _cpu_count():
 
 
 CPU_COUNT = _cpu_count()
+_kernels._set_thread_defaults(0, CPU_COUNT)
 
 
 def set_num_threads(n):
@@ -32,6 +33,7 @@ def set_num_threads(n):
     OpenMP runtime's default, i.e. OMP_NUM_THREADS or all cores)."""
     global _user_threads
     _user_threads = None if n is None else min(_check_positive(n, "n_threads"), MAX_THREADS)
+    _kernels._set_thread_defaults(_user_threads or 0, CPU_COUNT)   # the kernels' copy
 
 
 def get_num_threads():
@@ -60,6 +62,13 @@ def requested(n_threads):
     if n_threads is None:
         return get_num_threads()
     return min(_check_positive(n_threads, "n_threads"), MAX_THREADS)
+
+
+def budget(n_threads):
+    """requested(n_threads) for the kernels' run / run_on: 0 stands for the default, which
+    the kernels compute themselves (the same value as get_num_threads)."""
+    return 0 if n_threads is None else min(_check_positive(n_threads, "n_threads"),
+                                           MAX_THREADS)
 
 
 def for_work(budget, nbytes, n_items):

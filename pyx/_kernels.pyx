@@ -168,6 +168,33 @@ def omp_max_threads():
     return pg_omp_max_threads()
 
 
+# the default thread budget (pool_grad._threads.get_num_threads), kept here so that a call
+# with n_threads=None (budget 0 to run / run_on) does not pay a Python call for it
+cdef Py_ssize_t _user_threads = 0   # set_num_threads (0: none)
+cdef Py_ssize_t _cpu_count = 1
+
+
+def _set_thread_defaults(Py_ssize_t user, Py_ssize_t cpu_count):
+    global _user_threads, _cpu_count
+    _user_threads = user
+    _cpu_count = cpu_count if cpu_count > 0 else 1
+
+
+def default_threads():
+    """The kernels' own default budget (tests compare it with get_num_threads)."""
+    return _default_budget()
+
+
+cdef inline int _default_budget() noexcept:
+    cdef Py_ssize_t n
+    if _user_threads > 0:
+        return <int>_user_threads
+    n = pg_omp_max_threads()
+    if n > _cpu_count:
+        n = _cpu_count
+    return <int>n if n > 1 else 1
+
+
 cdef void _stream_bytes(void* dst, const void* src, Py_ssize_t n) noexcept nogil:
     cdef pg_sw sw
     pg_sw_begin(&sw, dst)
@@ -271,7 +298,8 @@ cdef class PlannedKernel:
 
     def run_on(self, cnp.ndarray grad_output, cnp.ndarray grad_input, indices, int budget):
         """Run this plan on other arrays of exactly the planned shapes, strides and dtypes
-        (the one-shot functions' cache of validated configurations guarantees it)."""
+        (the one-shot functions' cache of validated configurations guarantees it);
+        budget 0: the default (get_num_threads)."""
         cdef char* ind = NULL
         if indices is not None:
             ind = <char*>cnp.PyArray_DATA(<cnp.ndarray>indices)
@@ -279,8 +307,9 @@ cdef class PlannedKernel:
                          <char*>cnp.PyArray_DATA(grad_input), ind)
 
     def run(self, workspace, int budget, Py_ssize_t need):
-        """Execute with at most ``budget`` threads; ``workspace`` None or a writeable
-        buffer of at least ``need`` bytes.  Returns the kernel's status (0: done)."""
+        """Execute with at most ``budget`` threads (0: the default, get_num_threads);
+        ``workspace`` None or a writeable buffer of at least ``need`` bytes.  Returns the
+        kernel's status (0: done)."""
         if self.p_gi == NULL:
             raise RuntimeError("pool_grad: this plan was released from its arrays")
         return self._run(workspace, budget, need, self.p_go, self.p_gi, self.p_ind)
@@ -316,7 +345,7 @@ cdef class PlannedKernel:
     cdef object _run(self, workspace, int budget, Py_ssize_t need, char* go, char* gi,
                      char* ind):
         cdef Py_buffer view
-        cdef int nt = self.threads_for(budget)
+        cdef int nt = self.threads_for(budget if budget > 0 else _default_budget())
         cdef size_t want, fit
         cdef uintptr_t addr, off
         cdef char* base

@@ -1004,6 +1004,19 @@ def test_set_num_threads_is_reported_and_does_not_change_results(rng, restore_nu
         np.testing.assert_array_equal(raw_bytes(r), raw_bytes(results[0]))
 
 
+def test_kernels_default_thread_budget_follows_get_num_threads(restore_num_threads):
+    """A call with n_threads=None passes budget 0 and the kernel computes the default
+    itself: it must be get_num_threads() after set_num_threads(n), after
+    set_num_threads(None), and under an OpenMP limit (threadpoolctl)."""
+    from pool_grad import _kernels
+    for n in (1, 3, 2, None):
+        pool_grad.set_num_threads(n)
+        assert _kernels.default_threads() == pool_grad.get_num_threads()
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    with threadpoolctl.threadpool_limits(1, user_api="openmp"):
+        assert _kernels.default_threads() == pool_grad.get_num_threads()
+
+
 # --------------------------------------------------------------------------------------------
 # two-phase object, workspace, aclnn layer (SPEC §2.2, §2.3)
 
