@@ -32,7 +32,7 @@ class Operator:
         at least workspace_size bytes; ``stream``: None (run now) or a Stream (queued, in
         order); ``n_threads``: None (library default) or a positive int."""
         # budget 0: the default, which the kernel computes (no Python call for it)
-        budget = 0 if n_threads is None else _threads.budget(n_threads)
+        budget = 0 if n_threads is None else _threads.requested(n_threads)
         if stream is None:
             if self._kernel is not None:
                 status = self._kernel.run(workspace, budget, self._workspace_size)

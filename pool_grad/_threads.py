@@ -64,12 +64,6 @@ def requested(n_threads):
     return min(_check_positive(n_threads, "n_threads"), MAX_THREADS)
 
 
-def budget(n_threads):
-    """requested(n_threads) for the kernels' run / run_on: 0 stands for the default, which
-    the kernels compute themselves (the same value as get_num_threads)."""
-    return 0 if n_threads is None else min(_check_positive(n_threads, "n_threads"),
-                                           MAX_THREADS)
-
 
 def for_work(budget, nbytes, n_items):
     """Threads worth using for ``nbytes`` of traffic split into ``n_items`` work items."""

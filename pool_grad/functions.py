@@ -69,7 +69,7 @@ def _call(key, make_op, grad_output, x, indices, out, n_threads):
                     indices is not None and np.may_share_memory(out, indices)):
                 hit = None  # let the operator decide exactly
             if hit is not None:
-                budget = 0 if n_threads is None else _threads.budget(n_threads)
+                budget = 0 if n_threads is None else _threads.requested(n_threads)
                 if kernel.run_on(grad_output, out, indices, budget) == 0:
                     return out
                 # a bad index: the operator raises the full error below
