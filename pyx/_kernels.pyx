@@ -106,7 +106,8 @@ cdef extern from "pg_index.h" nogil:
 cdef extern from "pg_scatter.h" nogil:
     int pg_scatter_fast(int kind)
     void pg_scatter_row(float* buf, const void* g, int kind, const void* j, int j64,
-                        Py_ssize_t n, uint64_t lo, uint64_t span, Py_ssize_t lanes)
+                        Py_ssize_t n, uint64_t lo, uint64_t span, Py_ssize_t lanes,
+                        Py_ssize_t dummy)
     void pg_flush_block(float* buf, void* dst, Py_ssize_t n, int kind, int stream)
     Py_ssize_t pg_flush_shift(const void* dst, Py_ssize_t n, int kind)
     void pg_acc(float* b, float v)
@@ -1076,7 +1077,10 @@ cdef class AvgGatherKernel(PlannedKernel):
 # therefore accumulate in increasing output order whatever the thread count.
 
 cdef enum:
-    SCATTER_SLACK = 8
+    # past a block's bh rows: up to 7 values of shift (pg_flush_shift), then 8 slots where
+    # the AVX2 scatter adds values that fall outside the block (never stored)
+    SCATTER_SLACK = 16
+    SCATTER_DUMMY = 8
 
 
 cdef struct Scatter:
@@ -1178,17 +1182,21 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
     cdef bint dense = g.xs[4] == 1 if L == 1 else (g.xs[5] == 1 and g.xs[4] == L)
     cdef bint whole = g.region and dense and g.xs[3] == W * L   # rows follow each other
     cdef uint16_t* stage = <uint16_t*>(buf + g.bh * W * L + SCATTER_SLACK)
+    cdef Py_ssize_t dummy = g.bh * W * L + SCATTER_DUMMY   # from buf, shifted or not
+    cdef Py_ssize_t shift
     if acc_t is float:
         if fk >= 0 and whole:
             # the block placed so that its loads and stores in pg_flush_block are aligned
-            buf = buf + pg_flush_shift(xb + h0 * W * L, nblk, fk)
+            shift = pg_flush_shift(xb + h0 * W * L, nblk, fk)
+            buf = buf + shift
+            dummy -= shift
     for oh in range(Ho):
         gp = gb + oh * gs3
         jp = jb + oh * js3
         if L == 1:
             if acc_t is float:
                 if fk >= 0 and gs4 == 1 and js4 == 1:
-                    pg_scatter_row(buf, gp, fk, jp, j64, Wo, lo, hi - lo, 1)
+                    pg_scatter_row(buf, gp, fk, jp, j64, Wo, lo, hi - lo, 1, dummy)
                     continue
             _scatter_row(buf, gp, gs4, jp, js4, Wo, lo, hi - lo, kind, 1)
         else:
@@ -1196,7 +1204,7 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
                 if fk >= 0 and gs5 == 1 and js5 == 1:
                     for ow in range(Wo):
                         pg_scatter_row(buf, gp + ow * gs4, fk, jp + ow * js4, j64, L, lo,
-                                       hi - lo, L)
+                                       hi - lo, L, dummy)
                     continue
             for ow in range(Wo):
                 _scatter_row(buf, gp + ow * gs4, gs5, jp + ow * js4, js5, L, lo, hi - lo,
@@ -1356,8 +1364,8 @@ cdef class MaxScatterKernel(PlannedKernel):
             self.ind32 = ind6
             self.p_ind = <char*>&self.ind32[0, 0, 0, 0, 0, 0]
         self.n_items = g.N * g.C * g.nbh
-        # accumulation rows (and room to shift them by up to SCATTER_SLACK values, for
-        # pg_flush_block's alignment), then a 16-bit staging area for the block (one row
+        # accumulation rows (and SCATTER_SLACK values: room to shift them for
+        # pg_flush_block's alignment, and the scatter's slots for values outside), then a 16-bit staging area for the block (one row
         # unless the block is streamed as a region); 64-byte multiples per thread
         self.scratch_elems = (bh * g.W * g.L + SCATTER_SLACK
                               + ((bh if region else 1) * g.W * g.L + 1) // 2 + 15) // 16 * 16

@@ -6,8 +6,9 @@
  * pg_scatter_row: buf[j[i] - lo] += g[i], i = 0, 1, ... in order (the same additions in the
  * same order as the baseline loop in _kernels.pyx, so the same bits), for the indices with
  * j[i] - lo < span in unsigned arithmetic: four indices are tested at once, a group with
- * none inside the block skipped, and one with some inside left to the scalar loop.  For the lanes of one pixel
- * (channels-last, i = lane): buf[(j[i] - lo) * lanes + i] += g[i].
+ * none inside the block skipped, and in one with some inside the others added to slots
+ * past the block (buf[dummy .. dummy + 3], never stored) rather than branched around.
+ * For the lanes of one pixel (channels-last, i = lane): buf[(j[i] - lo) * lanes + i] += g[i].
  *
  * pg_flush_block: the block's n sums stored to a contiguous run of grad_input, rounded to
  * the output format as the baseline does (round to nearest even, NaN kept quiet), and the
@@ -84,7 +85,7 @@ static inline __m256i pg_idx4(const void *j, ptrdiff_t i, int j64, __m256i lo)
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_scatter_body(float *PG_RESTRICT buf, const void *g, int kind,
                                    const void *j, int j64, ptrdiff_t n, uint64_t lo,
-                                   uint64_t span, ptrdiff_t lanes)
+                                   uint64_t span, ptrdiff_t lanes, ptrdiff_t dummy)
 {
     /* value t of the row goes to position q of the block: buf[q] for a row of one lane,
      * buf[q * lanes + t] for the lanes of one pixel (channels-last) */
@@ -111,10 +112,20 @@ static inline void pg_scatter_body(float *PG_RESTRICT buf, const void *g, int ki
             pg_acc(buf + PG_AT(rr[3], i + 3), vv[3]);
             continue;
         }
-        for (ptrdiff_t t = i; t < i + 4; t++) {
-            const uint64_t q = (j64 ? (uint64_t)((const int64_t *)j)[t]
-                                    : (uint64_t)(int64_t)((const int32_t *)j)[t]) - lo;
-            if (q < span) pg_acc(buf + PG_AT(q, t), pg_load1(g, t, kind));
+        {
+            /* some inside, some not: every value added, those outside the block to a
+             * slot of their own past it (dummy, never stored), so that no branch depends
+             * on the data (windows taller than a block make such groups common) */
+            int64_t rr[4];
+            float vv[4];
+            _mm256_storeu_si256((__m256i *)rr, r);
+            _mm_storeu_ps(vv, pg_load4(g, i, kind));
+            for (int k = 0; k < 4; k++) {
+                const uint64_t m = 0 - (uint64_t)((mask >> k) & 1);
+                const uint64_t at = (uint64_t)rr[k] * (uint64_t)lanes
+                                    + (uint64_t)(lanes == 1 ? 0 : i + k);
+                pg_acc(buf + (ptrdiff_t)((at & m) | ((uint64_t)(dummy + k) & ~m)), vv[k]);
+            }
         }
     }
     for (; i < n; i++) {
@@ -127,29 +138,31 @@ static inline void pg_scatter_body(float *PG_RESTRICT buf, const void *g, int ki
 
 __attribute__((target("avx2,f16c")))
 static void pg_scatter_lanes(float *buf, const void *g, int kind, const void *j, int j64,
-                             ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes)
+                             ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
+                             ptrdiff_t dummy)
 {
-    if (j64) pg_scatter_body(buf, g, kind, j, 1, n, lo, span, lanes);
-    else pg_scatter_body(buf, g, kind, j, 0, n, lo, span, lanes);
+    if (j64) pg_scatter_body(buf, g, kind, j, 1, n, lo, span, lanes, dummy);
+    else pg_scatter_body(buf, g, kind, j, 0, n, lo, span, lanes, dummy);
 }
 
 __attribute__((target("avx2,f16c")))
 static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, int j64,
-                           ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes)
+                           ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
+                           ptrdiff_t dummy)
 {
     if (lanes != 1) {
-        pg_scatter_lanes(buf, g, kind, j, j64, n, lo, span, lanes);
+        pg_scatter_lanes(buf, g, kind, j, j64, n, lo, span, lanes, dummy);
         return;
     }
     /* one lane, the kinds as constants: each loop carries no test on them */
     if (j64) {
-        if (kind == 0) pg_scatter_body(buf, g, 0, j, 1, n, lo, span, 1);
-        else if (kind == 1) pg_scatter_body(buf, g, 1, j, 1, n, lo, span, 1);
-        else pg_scatter_body(buf, g, 2, j, 1, n, lo, span, 1);
+        if (kind == 0) pg_scatter_body(buf, g, 0, j, 1, n, lo, span, 1, dummy);
+        else if (kind == 1) pg_scatter_body(buf, g, 1, j, 1, n, lo, span, 1, dummy);
+        else pg_scatter_body(buf, g, 2, j, 1, n, lo, span, 1, dummy);
     } else {
-        if (kind == 0) pg_scatter_body(buf, g, 0, j, 0, n, lo, span, 1);
-        else if (kind == 1) pg_scatter_body(buf, g, 1, j, 0, n, lo, span, 1);
-        else pg_scatter_body(buf, g, 2, j, 0, n, lo, span, 1);
+        if (kind == 0) pg_scatter_body(buf, g, 0, j, 0, n, lo, span, 1, dummy);
+        else if (kind == 1) pg_scatter_body(buf, g, 1, j, 0, n, lo, span, 1, dummy);
+        else pg_scatter_body(buf, g, 2, j, 0, n, lo, span, 1, dummy);
     }
 }
 
@@ -261,10 +274,11 @@ static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
 }
 
 static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, int j64,
-                           ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes)
+                           ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
+                           ptrdiff_t dummy)
 {
     (void)buf; (void)g; (void)kind; (void)j; (void)j64; (void)n; (void)lo; (void)span;
-    (void)lanes;
+    (void)lanes; (void)dummy;
 }
 
 static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int stream)
