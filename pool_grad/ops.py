@@ -182,9 +182,10 @@ class AdaptiveMaxPool2dBackward(Operator):
             (go6, ind6, gi6), _ = _plan.views6([go, ind, gi], 2, out_index=2)
             n, c, _, hh, ww, lanes = gi6.shape
             bh = _plan.scatter_blocks(hh, ww * lanes, n * c, _threads.CPU_COUNT)
-            kernel = _kernels.MaxScatterKernel(go6, ind6, gi6, _plan.KINDS[dt], bh,
-                                               _plan.streaming(gi6),
-                                               _plan.streaming_region(gi6, 0))
+            kernel = _kernels.MaxScatterKernel(
+                go6, ind6, gi6, _plan.KINDS[dt], bh, _plan.streaming(gi6),
+                _plan.streaming_region(gi6, 0),
+                _plan.scatter_sparse(hh * ww, go6.shape[3] * go6.shape[4], bh * ww * lanes))
         elif go.size and not gi.size:
             # a zero-size plane with grad_output values: every index is out of range
             self._plane = 0

@@ -107,8 +107,9 @@ cdef extern from "pg_scatter.h" nogil:
     int pg_scatter_fast(int kind)
     void pg_scatter_row(float* buf, const void* g, int kind, const void* j, int j64,
                         Py_ssize_t n, uint64_t lo, uint64_t span, Py_ssize_t lanes,
-                        Py_ssize_t dummy)
-    void pg_flush_block(float* buf, void* dst, Py_ssize_t n, int kind, int stream)
+                        Py_ssize_t dummy, uint8_t* map, Py_ssize_t mshift)
+    void pg_flush_block(float* buf, void* dst, Py_ssize_t n, int kind, int stream,
+                        uint8_t* map, Py_ssize_t mshift)
     Py_ssize_t pg_flush_shift(const void* dst, Py_ssize_t n, int kind)
     void pg_acc(float* b, float v)
 
@@ -1092,6 +1093,8 @@ cdef struct Scatter:
     int kind
     int stream
     int region      # stream each item's block of rows through the line writer
+    Py_ssize_t map_at   # sparse: the touched-groups map, in values from a thread's scratch
+    Py_ssize_t map_bytes
 
 
 cdef inline void _acc(acc_t* b, acc_t v) noexcept nogil:
@@ -1183,11 +1186,17 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
     cdef bint whole = g.region and dense and g.xs[3] == W * L   # rows follow each other
     cdef uint16_t* stage = <uint16_t*>(buf + g.bh * W * L + SCATTER_SLACK)
     cdef Py_ssize_t dummy = g.bh * W * L + SCATTER_DUMMY   # from buf, shifted or not
-    cdef Py_ssize_t shift
+    cdef Py_ssize_t shift = 0
+    cdef uint8_t* amap = NULL
     if acc_t is float:
         if fk >= 0 and whole:
             # the block placed so that its loads and stores in pg_flush_block are aligned
             shift = pg_flush_shift(xb + h0 * W * L, nblk, fk)
+            # a sparse scatter (few indices per line of the block) marks the groups of 8
+            # values it adds to, and the flush stores the other lines as zeros without
+            # reading them; only where every row goes through pg_scatter_row
+            if g.map_bytes and (gs4 == 1 and js4 == 1 if L == 1 else gs5 == 1 and js5 == 1):
+                amap = <uint8_t*>(buf + g.map_at)
             buf = buf + shift
             dummy -= shift
     for oh in range(Ho):
@@ -1196,7 +1205,8 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
         if L == 1:
             if acc_t is float:
                 if fk >= 0 and gs4 == 1 and js4 == 1:
-                    pg_scatter_row(buf, gp, fk, jp, j64, Wo, lo, hi - lo, 1, dummy)
+                    pg_scatter_row(buf, gp, fk, jp, j64, Wo, lo, hi - lo, 1, dummy, amap,
+                                   shift)
                     continue
             _scatter_row(buf, gp, gs4, jp, js4, Wo, lo, hi - lo, kind, 1)
         else:
@@ -1204,7 +1214,7 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
                 if fk >= 0 and gs5 == 1 and js5 == 1:
                     for ow in range(Wo):
                         pg_scatter_row(buf, gp + ow * gs4, fk, jp + ow * js4, j64, L, lo,
-                                       hi - lo, L, dummy)
+                                       hi - lo, L, dummy, amap, shift)
                     continue
             for ow in range(Wo):
                 _scatter_row(buf, gp + ow * gs4, gs5, jp + ow * js4, js5, L, lo, hi - lo,
@@ -1214,11 +1224,12 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
             # rounded, stored and cleared in one pass: the block at once where its rows
             # follow each other in memory (streamed, as a region), else row by row
             if whole:
-                pg_flush_block(buf, xb + h0 * W * L, nblk, fk, 1)
+                pg_flush_block(buf, xb + h0 * W * L, nblk, fk, 1, amap, shift)
                 return
             for ih in range(h0, h1):
                 pg_flush_block(buf + (ih - h0) * W * L, xb + ih * g.xs[3], W * L, fk,
-                               g.stream and W * L * <Py_ssize_t>sizeof(store_t) >= 256)
+                               g.stream and W * L * <Py_ssize_t>sizeof(store_t) >= 256,
+                               NULL, 0)
             return
     if whole:
         # whole lines streamed, whatever the rows' length and alignment (16-bit rows
@@ -1261,6 +1272,8 @@ cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const S
     cdef acc_t* buf = scratch
     if nt <= 1:
         memset(buf, 0, nblk * sizeof(acc_t))
+        if g.map_bytes:
+            memset(buf + g.map_at, 0, g.map_bytes)
         for item in range(n_items):
             _scatter_item(go, ind, gi, g, buf, item)
         pg_store_fence()
@@ -1268,6 +1281,8 @@ cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const S
     with parallel(num_threads=nt):
         buf = scratch + threadid() * per_thread
         memset(buf, 0, nblk * sizeof(acc_t))
+        if g.map_bytes:
+            memset(buf + g.map_at, 0, g.map_bytes)
         for item in prange(n_items, schedule='static'):
             _scatter_item(go, ind, gi, g, buf, item)
         pg_store_fence()
@@ -1328,7 +1343,7 @@ cdef class MaxScatterKernel(PlannedKernel):
     cdef int idx64
 
     def __init__(self, go6, ind6, gi6, int kind, Py_ssize_t bh, bint stream,
-                 bint region=False):
+                 bint region=False, bint sparse=False):
         self._keep = (go6, ind6, gi6)
         g = &self.g
         g.N, g.C, _, g.H, g.W, g.L = gi6.shape
@@ -1365,10 +1380,15 @@ cdef class MaxScatterKernel(PlannedKernel):
             self.p_ind = <char*>&self.ind32[0, 0, 0, 0, 0, 0]
         self.n_items = g.N * g.C * g.nbh
         # accumulation rows (and SCATTER_SLACK values: room to shift them for
-        # pg_flush_block's alignment, and the scatter's slots for values outside), then a 16-bit staging area for the block (one row
-        # unless the block is streamed as a region); 64-byte multiples per thread
-        self.scratch_elems = (bh * g.W * g.L + SCATTER_SLACK
-                              + ((bh if region else 1) * g.W * g.L + 1) // 2 + 15) // 16 * 16
+        # pg_flush_block's alignment, and the scatter's slots for values outside), then a
+        # 16-bit staging area for the block (one row unless the block is streamed as a
+        # region), then for a sparse scatter (_plan.scatter_sparse) a byte per 8 values;
+        # 64-byte multiples per thread
+        g.map_at = bh * g.W * g.L + SCATTER_SLACK + ((bh if region else 1) * g.W * g.L + 1) // 2
+        g.map_bytes = 0
+        if sparse and region and kind != K_F64:
+            g.map_bytes = (bh * g.W * g.L + SCATTER_SLACK) // 8 + 2
+        self.scratch_elems = (g.map_at + (g.map_bytes + 3) // 4 + 15) // 16 * 16
         self.scratch_bytes = self.scratch_elems * (8 if kind == K_F64 else 4)
         self.traffic = go6.nbytes + gi6.nbytes + ind6.nbytes
 

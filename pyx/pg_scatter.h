@@ -16,6 +16,12 @@
  * `stream`, the whole 64-byte lines of the run get streaming stores (the partial lines at
  * its two ends ordinary ones: their other bytes may be another thread's).
  *
+ * The map (a sparse scatter into a large block, _plan.scatter_sparse): a byte per 8 values
+ * of the block's scratch, counted from its 32-byte aligned start (buf - mshift), set by
+ * pg_scatter_row for each value it adds to; pg_flush_block stores the lines whose groups
+ * are all unset as zeros without reading them (the block is zero there) and clears the
+ * others' bytes.  A byte left set only costs a read, never a wrong value.
+ *
  * kind: 0 float32, 1 bfloat16, 2 float16.  Called only where pg_scatter_fast(kind) says the
  * CPU has the instructions.
  */
@@ -85,11 +91,15 @@ static inline __m256i pg_idx4(const void *j, ptrdiff_t i, int j64, __m256i lo)
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_scatter_body(float *PG_RESTRICT buf, const void *g, int kind,
                                    const void *j, int j64, ptrdiff_t n, uint64_t lo,
-                                   uint64_t span, ptrdiff_t lanes, ptrdiff_t dummy)
+                                   uint64_t span, ptrdiff_t lanes, ptrdiff_t dummy,
+                                   uint8_t *PG_RESTRICT map, ptrdiff_t mshift)
 {
     /* value t of the row goes to position q of the block: buf[q] for a row of one lane,
      * buf[q * lanes + t] for the lanes of one pixel (channels-last) */
 #define PG_AT(q, t) (lanes == 1 ? (ptrdiff_t)(q) : (ptrdiff_t)(q) * lanes + (t))
+    /* with a map: the 8-value group of each position added to marked (pg_flush_block) */
+#define PG_ADD(at, v) do { const ptrdiff_t at_ = (at); pg_acc(buf + at_, (v)); \
+                           if (map) map[(at_ + mshift) >> 3] = 1; } while (0)
     /* unsigned r < span as a signed compare of both with the top bit flipped */
     const __m256i flip = _mm256_set1_epi64x((long long)0x8000000000000000ull);
     const __m256i lov = _mm256_set1_epi64x((long long)lo);
@@ -106,10 +116,10 @@ static inline void pg_scatter_body(float *PG_RESTRICT buf, const void *g, int ki
             float vv[4];
             _mm256_storeu_si256((__m256i *)rr, r);
             _mm_storeu_ps(vv, pg_load4(g, i, kind));
-            pg_acc(buf + PG_AT(rr[0], i), vv[0]);
-            pg_acc(buf + PG_AT(rr[1], i + 1), vv[1]);
-            pg_acc(buf + PG_AT(rr[2], i + 2), vv[2]);
-            pg_acc(buf + PG_AT(rr[3], i + 3), vv[3]);
+            PG_ADD(PG_AT(rr[0], i), vv[0]);
+            PG_ADD(PG_AT(rr[1], i + 1), vv[1]);
+            PG_ADD(PG_AT(rr[2], i + 2), vv[2]);
+            PG_ADD(PG_AT(rr[3], i + 3), vv[3]);
             continue;
         }
         {
@@ -124,45 +134,46 @@ static inline void pg_scatter_body(float *PG_RESTRICT buf, const void *g, int ki
                 const uint64_t m = 0 - (uint64_t)((mask >> k) & 1);
                 const uint64_t at = (uint64_t)rr[k] * (uint64_t)lanes
                                     + (uint64_t)(lanes == 1 ? 0 : i + k);
-                pg_acc(buf + (ptrdiff_t)((at & m) | ((uint64_t)(dummy + k) & ~m)), vv[k]);
+                PG_ADD((ptrdiff_t)((at & m) | ((uint64_t)(dummy + k) & ~m)), vv[k]);
             }
         }
     }
     for (; i < n; i++) {
         const uint64_t q = (j64 ? (uint64_t)((const int64_t *)j)[i]
                                 : (uint64_t)(int64_t)((const int32_t *)j)[i]) - lo;
-        if (q < span) pg_acc(buf + PG_AT(q, i), pg_load1(g, i, kind));
+        if (q < span) PG_ADD(PG_AT(q, i), pg_load1(g, i, kind));
     }
+#undef PG_ADD
 #undef PG_AT
 }
 
 __attribute__((target("avx2,f16c")))
 static void pg_scatter_lanes(float *buf, const void *g, int kind, const void *j, int j64,
                              ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
-                             ptrdiff_t dummy)
+                             ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
 {
-    if (j64) pg_scatter_body(buf, g, kind, j, 1, n, lo, span, lanes, dummy);
-    else pg_scatter_body(buf, g, kind, j, 0, n, lo, span, lanes, dummy);
+    if (j64) pg_scatter_body(buf, g, kind, j, 1, n, lo, span, lanes, dummy, map, mshift);
+    else pg_scatter_body(buf, g, kind, j, 0, n, lo, span, lanes, dummy, map, mshift);
 }
 
 __attribute__((target("avx2,f16c")))
 static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, int j64,
                            ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
-                           ptrdiff_t dummy)
+                           ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
 {
     if (lanes != 1) {
-        pg_scatter_lanes(buf, g, kind, j, j64, n, lo, span, lanes, dummy);
+        pg_scatter_lanes(buf, g, kind, j, j64, n, lo, span, lanes, dummy, map, mshift);
         return;
     }
     /* one lane, the kinds as constants: each loop carries no test on them */
     if (j64) {
-        if (kind == 0) pg_scatter_body(buf, g, 0, j, 1, n, lo, span, 1, dummy);
-        else if (kind == 1) pg_scatter_body(buf, g, 1, j, 1, n, lo, span, 1, dummy);
-        else pg_scatter_body(buf, g, 2, j, 1, n, lo, span, 1, dummy);
+        if (kind == 0) pg_scatter_body(buf, g, 0, j, 1, n, lo, span, 1, dummy, map, mshift);
+        else if (kind == 1) pg_scatter_body(buf, g, 1, j, 1, n, lo, span, 1, dummy, map, mshift);
+        else pg_scatter_body(buf, g, 2, j, 1, n, lo, span, 1, dummy, map, mshift);
     } else {
-        if (kind == 0) pg_scatter_body(buf, g, 0, j, 0, n, lo, span, 1, dummy);
-        else if (kind == 1) pg_scatter_body(buf, g, 1, j, 0, n, lo, span, 1, dummy);
-        else pg_scatter_body(buf, g, 2, j, 0, n, lo, span, 1, dummy);
+        if (kind == 0) pg_scatter_body(buf, g, 0, j, 0, n, lo, span, 1, dummy, map, mshift);
+        else if (kind == 1) pg_scatter_body(buf, g, 1, j, 0, n, lo, span, 1, dummy, map, mshift);
+        else pg_scatter_body(buf, g, 2, j, 0, n, lo, span, 1, dummy, map, mshift);
     }
 }
 
@@ -219,7 +230,8 @@ static inline void pg_flush1(float *s, char *d, int kind)
 
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_flush_body(float *PG_RESTRICT buf, char *PG_RESTRICT dst, ptrdiff_t n,
-                                 int kind, int stream, int zero)
+                                 int kind, int stream, int zero, uint8_t *PG_RESTRICT map,
+                                 ptrdiff_t mshift)
 {
     const ptrdiff_t es = kind ? 2 : 4, per = 64 / es;   /* values per 64-byte line */
     const ptrdiff_t head = stream ? pg_flush_head(dst, n, kind) : 0;
@@ -227,6 +239,30 @@ static inline void pg_flush_body(float *PG_RESTRICT buf, char *PG_RESTRICT dst, 
     for (; i < head; i++) pg_flush1(buf + i, dst + i * es, kind);
     for (; i + per <= n; i += per) {
         char *d = dst + i * es;
+        if (map) {
+            /* the line's 2 (float32) or 4 (16-bit) groups of 8 sums: none added to, all
+             * zero, stored without reading them */
+            uint8_t *mp = map + ((i + mshift) >> 3);
+            uint32_t any = 0;
+            if (per == 16) {
+                uint16_t u;
+                memcpy(&u, mp, 2);
+                any = u;
+            } else
+                memcpy(&any, mp, 4);
+            if (!any) {
+                const __m256i z = _mm256_setzero_si256();
+                if (stream) {
+                    _mm256_stream_si256((__m256i *)d, z);
+                    _mm256_stream_si256((__m256i *)(d + 32), z);
+                } else {
+                    _mm256_storeu_si256((__m256i *)d, z);
+                    _mm256_storeu_si256((__m256i *)(d + 32), z);
+                }
+                continue;
+            }
+            memset(mp, 0, (size_t)per / 8);
+        }
         const __m256i lo = pg_line_half(buf + i, kind, zero);
         const __m256i hi = pg_line_half(buf + i + per / 2, kind, zero);
         if (stream) {
@@ -242,21 +278,24 @@ static inline void pg_flush_body(float *PG_RESTRICT buf, char *PG_RESTRICT dst, 
 }
 
 __attribute__((target("avx2,f16c")))
-static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int stream)
+static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int stream,
+                           uint8_t *map, ptrdiff_t mshift)
 {
     char *d = (char *)dst;
     /* buf cleared in the same pass only where its loads and stores are 32-byte aligned:
      * misaligned ones between streaming stores took 1.7x the time of a separate clear */
     const ptrdiff_t head = stream ? pg_flush_head(dst, n, kind) : 0;
     const int zero = ((uintptr_t)(buf + head) & 31u) == 0;
+    /* the map read only where whole lines of the block start at its groups of 8 */
+    if (!zero || ((head + mshift) & 7)) map = NULL;
     if (stream) {
-        if (kind == 0) pg_flush_body(buf, d, n, 0, 1, zero);
-        else if (kind == 1) pg_flush_body(buf, d, n, 1, 1, zero);
-        else pg_flush_body(buf, d, n, 2, 1, zero);
+        if (kind == 0) pg_flush_body(buf, d, n, 0, 1, zero, map, mshift);
+        else if (kind == 1) pg_flush_body(buf, d, n, 1, 1, zero, map, mshift);
+        else pg_flush_body(buf, d, n, 2, 1, zero, map, mshift);
     } else {
-        if (kind == 0) pg_flush_body(buf, d, n, 0, 0, zero);
-        else if (kind == 1) pg_flush_body(buf, d, n, 1, 0, zero);
-        else pg_flush_body(buf, d, n, 2, 0, zero);
+        if (kind == 0) pg_flush_body(buf, d, n, 0, 0, zero, map, mshift);
+        else if (kind == 1) pg_flush_body(buf, d, n, 1, 0, zero, map, mshift);
+        else pg_flush_body(buf, d, n, 2, 0, zero, map, mshift);
     }
 }
 
@@ -275,15 +314,16 @@ static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
 
 static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, int j64,
                            ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
-                           ptrdiff_t dummy)
+                           ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
 {
     (void)buf; (void)g; (void)kind; (void)j; (void)j64; (void)n; (void)lo; (void)span;
-    (void)lanes; (void)dummy;
+    (void)lanes; (void)dummy; (void)map; (void)mshift;
 }
 
-static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int stream)
+static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int stream,
+                           uint8_t *map, ptrdiff_t mshift)
 {
-    (void)buf; (void)dst; (void)n; (void)kind; (void)stream;
+    (void)buf; (void)dst; (void)n; (void)kind; (void)stream; (void)map; (void)mshift;
 }
 #endif
 

@@ -282,24 +282,32 @@ def small_blocks(monkeypatch):
     monkeypatch.setattr(functions, "_cache", {})
 
 
+@pytest.fixture
+def stream_small_blocks(stream_regions, small_blocks, monkeypatch):
+    """Streamed max-pool blocks of a few rows, the sparse ones with a map of the lines
+    added to (_plan.scatter_sparse) whatever their size."""
+    monkeypatch.setattr(_plan, "SPARSE_BLOCK_VALUES", 0)
+
+
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
 @pytest.mark.parametrize("mode", [None, "stream_regions", "stream_everything",
-                                  "small_blocks"])
+                                  "small_blocks", "stream_small_blocks"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_avx2_scatter_gives_the_same_bits_as_baseline(dtype, mode, request):
     """The max-pool scatter's AVX2 loops (pg_scatter.h: four indices tested at once, the
     block rounded, stored and cleared in one pass, its streamed lines aligned) against the
     baseline ones: repeated indices, int32 and int64 indices, grad_input at every offset
     from a cache line (the streamed block shifted in the scratch), rows of every length
-    mod 4, channels-last lanes, special values, and blocks that hold only part of the
-    indices."""
+    mod 4, channels-last lanes, special values, blocks that hold only part of the
+    indices, and sparse planes (streamed blocks with a map of the lines added to)."""
     if mode:
         request.getfixturevalue(mode)
     rng = np.random.default_rng(15)
     cases = []
     for x_shape, o in [((2, 3, 17, 33), (5, 7)), ((3, 2, 9, 30), (4, 20)),
                        ((2, 2, 40, 70), (20, 35)), ((1, 3, 5, 3), (2, 2)),
-                       ((2, 9, 11, 13), (4, 5)), ((1, 16, 8, 8), (3, 3))]:   # lanes 9, 16
+                       ((2, 9, 11, 13), (4, 5)), ((1, 16, 8, 8), (3, 3)),   # lanes 9, 16
+                       ((2, 3, 40, 40), (2, 3)), ((1, 16, 24, 24), (3, 2))]:   # sparse
         for idx_dtype in (np.int64, np.int32):
             idx = rng.integers(0, x_shape[2] * x_shape[3], x_shape[:2] + o)
             idx[..., ::2, :] = idx[..., :1, :1]     # one position many times per plane
