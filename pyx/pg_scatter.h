@@ -147,13 +147,23 @@ static inline void pg_scatter_body(float *PG_RESTRICT buf, const void *g, int ki
 #undef PG_AT
 }
 
+/* with a map (a sparse scatter, a small part of its call's time): one loop, the kinds
+ * tested inside */
+__attribute__((target("avx2,f16c")))
+static void pg_scatter_mapped(float *buf, const void *g, int kind, const void *j, int j64,
+                              ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
+                              ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
+{
+    pg_scatter_body(buf, g, kind, j, j64, n, lo, span, lanes, dummy, map, mshift);
+}
+
 __attribute__((target("avx2,f16c")))
 static void pg_scatter_lanes(float *buf, const void *g, int kind, const void *j, int j64,
                              ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
-                             ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
+                             ptrdiff_t dummy)
 {
-    if (j64) pg_scatter_body(buf, g, kind, j, 1, n, lo, span, lanes, dummy, map, mshift);
-    else pg_scatter_body(buf, g, kind, j, 0, n, lo, span, lanes, dummy, map, mshift);
+    if (j64) pg_scatter_body(buf, g, kind, j, 1, n, lo, span, lanes, dummy, NULL, 0);
+    else pg_scatter_body(buf, g, kind, j, 0, n, lo, span, lanes, dummy, NULL, 0);
 }
 
 __attribute__((target("avx2,f16c")))
@@ -161,20 +171,26 @@ static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, i
                            ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
                            ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
 {
+    if (map) {
+        pg_scatter_mapped(buf, g, kind, j, j64, n, lo, span, lanes, dummy, map, mshift);
+        return;
+    }
     if (lanes != 1) {
-        pg_scatter_lanes(buf, g, kind, j, j64, n, lo, span, lanes, dummy, map, mshift);
+        pg_scatter_lanes(buf, g, kind, j, j64, n, lo, span, lanes, dummy);
         return;
     }
     /* one lane, the kinds as constants: each loop carries no test on them */
+#define PG_ROW(k, w) pg_scatter_body(buf, g, k, j, w, n, lo, span, 1, dummy, NULL, 0)
     if (j64) {
-        if (kind == 0) pg_scatter_body(buf, g, 0, j, 1, n, lo, span, 1, dummy, map, mshift);
-        else if (kind == 1) pg_scatter_body(buf, g, 1, j, 1, n, lo, span, 1, dummy, map, mshift);
-        else pg_scatter_body(buf, g, 2, j, 1, n, lo, span, 1, dummy, map, mshift);
+        if (kind == 0) PG_ROW(0, 1);
+        else if (kind == 1) PG_ROW(1, 1);
+        else PG_ROW(2, 1);
     } else {
-        if (kind == 0) pg_scatter_body(buf, g, 0, j, 0, n, lo, span, 1, dummy, map, mshift);
-        else if (kind == 1) pg_scatter_body(buf, g, 1, j, 0, n, lo, span, 1, dummy, map, mshift);
-        else pg_scatter_body(buf, g, 2, j, 0, n, lo, span, 1, dummy, map, mshift);
+        if (kind == 0) PG_ROW(0, 0);
+        else if (kind == 1) PG_ROW(1, 0);
+        else PG_ROW(2, 0);
     }
+#undef PG_ROW
 }
 
 /* the first index from which whole 64-byte lines of dst begin (n: none, or dst not aligned
@@ -286,16 +302,20 @@ static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int str
      * misaligned ones between streaming stores took 1.7x the time of a separate clear */
     const ptrdiff_t head = stream ? pg_flush_head(dst, n, kind) : 0;
     const int zero = ((uintptr_t)(buf + head) & 31u) == 0;
-    /* the map read only where whole lines of the block start at its groups of 8 */
-    if (!zero || ((head + mshift) & 7)) map = NULL;
-    if (stream) {
-        if (kind == 0) pg_flush_body(buf, d, n, 0, 1, zero, map, mshift);
-        else if (kind == 1) pg_flush_body(buf, d, n, 1, 1, zero, map, mshift);
-        else pg_flush_body(buf, d, n, 2, 1, zero, map, mshift);
+    /* the map read only for a streamed block whose whole lines start at its groups of 8
+     * (each case its own loop: no test on the map in the others) */
+    if (map && stream && zero && !((head + mshift) & 7)) {
+        if (kind == 0) pg_flush_body(buf, d, n, 0, 1, 1, map, mshift);
+        else if (kind == 1) pg_flush_body(buf, d, n, 1, 1, 1, map, mshift);
+        else pg_flush_body(buf, d, n, 2, 1, 1, map, mshift);
+    } else if (stream) {
+        if (kind == 0) pg_flush_body(buf, d, n, 0, 1, zero, NULL, 0);
+        else if (kind == 1) pg_flush_body(buf, d, n, 1, 1, zero, NULL, 0);
+        else pg_flush_body(buf, d, n, 2, 1, zero, NULL, 0);
     } else {
-        if (kind == 0) pg_flush_body(buf, d, n, 0, 0, zero, map, mshift);
-        else if (kind == 1) pg_flush_body(buf, d, n, 1, 0, zero, map, mshift);
-        else pg_flush_body(buf, d, n, 2, 0, zero, map, mshift);
+        if (kind == 0) pg_flush_body(buf, d, n, 0, 0, zero, NULL, 0);
+        else if (kind == 1) pg_flush_body(buf, d, n, 1, 0, zero, NULL, 0);
+        else pg_flush_body(buf, d, n, 2, 0, zero, NULL, 0);
     }
 }
 
