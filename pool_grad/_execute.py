@@ -31,8 +31,14 @@ class Operator:
         """Fill grad_input.  ``workspace``: None (allocated here) or a writeable buffer of
         at least workspace_size bytes; ``stream``: None (run now) or a Stream (queued, in
         order); ``n_threads``: None (library default) or a positive int."""
-        # budget 0: the default, which the kernel computes (no Python call for it)
-        budget = 0 if n_threads is None else _threads.requested(n_threads)
+        # budget 0: the default, which the kernel computes (no Python call for it); a
+        # plain int in range taken as it is (no call either)
+        if n_threads is None:
+            budget = 0
+        elif type(n_threads) is int and 0 < n_threads <= _threads.MAX_THREADS:
+            budget = n_threads
+        else:
+            budget = _threads.requested(n_threads)
         if stream is None:
             if self._kernel is not None:
                 status = self._kernel.run(workspace, budget, self._workspace_size)
