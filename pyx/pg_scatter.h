@@ -232,6 +232,19 @@ static inline __m256i pg_line_half(float *s, int kind, int zero)
                             _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
 }
 
+/* one 64-byte line of output, streamed or not */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_line_store(char *d, __m256i lo, __m256i hi, int stream)
+{
+    if (stream) {
+        _mm256_stream_si256((__m256i *)d, lo);
+        _mm256_stream_si256((__m256i *)(d + 32), hi);
+    } else {
+        _mm256_storeu_si256((__m256i *)d, lo);
+        _mm256_storeu_si256((__m256i *)(d + 32), hi);
+    }
+}
+
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_flush1(float *s, char *d, int kind)
 {
@@ -267,27 +280,13 @@ static inline void pg_flush_body(float *PG_RESTRICT buf, char *PG_RESTRICT dst, 
             } else
                 memcpy(&any, mp, 4);
             if (!any) {
-                const __m256i z = _mm256_setzero_si256();
-                if (stream) {
-                    _mm256_stream_si256((__m256i *)d, z);
-                    _mm256_stream_si256((__m256i *)(d + 32), z);
-                } else {
-                    _mm256_storeu_si256((__m256i *)d, z);
-                    _mm256_storeu_si256((__m256i *)(d + 32), z);
-                }
+                pg_line_store(d, _mm256_setzero_si256(), _mm256_setzero_si256(), stream);
                 continue;
             }
             memset(mp, 0, (size_t)per / 8);
         }
-        const __m256i lo = pg_line_half(buf + i, kind, zero);
-        const __m256i hi = pg_line_half(buf + i + per / 2, kind, zero);
-        if (stream) {
-            _mm256_stream_si256((__m256i *)d, lo);
-            _mm256_stream_si256((__m256i *)(d + 32), hi);
-        } else {
-            _mm256_storeu_si256((__m256i *)d, lo);
-            _mm256_storeu_si256((__m256i *)(d + 32), hi);
-        }
+        pg_line_store(d, pg_line_half(buf + i, kind, zero),
+                      pg_line_half(buf + i + per / 2, kind, zero), stream);
     }
     for (; i < n; i++) pg_flush1(buf + i, dst + i * es, kind);
     if (!zero) memset(buf + head, 0, (size_t)(i - head) * sizeof(float));
