@@ -23,8 +23,10 @@ KINDS = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.float16):
 # per-thread scratch a work item may use for its expanded rows (elements); sized to stay
 # in a core's L2 cache
 SCRATCH_ELEMS = 1 << 17
-# a parallel call wants at least this many work items to balance threads
+# a parallel call wants at least this many work items to balance threads, but blocks are
+# not split below this many values (a smaller call runs on one thread: C_GRAIN_BYTES)
 MIN_ITEMS = 64
+MIN_ITEM_VALUES = 4096
 
 
 # ---------------------------------------------------------------- shape arithmetic
@@ -290,7 +292,9 @@ def gather_blocks(dcov, hcov, D, H, row_len, planes, n_cpu, folded=False):
     Blocks are as large as the scratch budget allows (E rows recomputed at block edges
     are the only redundancy), then H blocks are split until there are enough items to
     balance the threads -- D blocks first where D holds folded planes, which share no E
-    rows (splitting them costs nothing, while an H split re-expands rows)."""
+    rows (splitting them costs nothing, while an H split re-expands rows) -- but not below
+    MIN_ITEM_VALUES values (the 1x16x4x4 seed split into 64 one-row items took 11.7 k
+    instructions a call, 2.2 k as one item)."""
     bd, bh = D, H
 
     def rows(bd, bh):
@@ -302,9 +306,13 @@ def gather_blocks(dcov, hcov, D, H, row_len, planes, n_cpu, folded=False):
         else:
             bh = _ceil_half(bh)
     want = max(MIN_ITEMS, 4 * n_cpu)
-    while folded and planes * math.ceil(D / bd) * math.ceil(H / bh) < want and bd > 1:
+
+    def split(bd, bh):   # too few items, and blocks worth splitting
+        return (planes * math.ceil(D / bd) * math.ceil(H / bh) < want
+                and bd * bh * row_len > MIN_ITEM_VALUES)
+    while folded and split(bd, bh) and bd > 1:
         bd = _ceil_half(bd)
-    while planes * math.ceil(D / bd) * math.ceil(H / bh) < want and bh > 1:
+    while split(bd, bh) and bh > 1:
         bh = _ceil_half(bh)
     return bd, bh, rows(bd, bh)
 
@@ -330,7 +338,7 @@ def scatter_blocks(H, row_len, planes, n_cpu):
     so blocks are split only for the scratch budget or to balance threads)."""
     bh = max(1, min(H, SCRATCH_ELEMS // max(row_len, 1)))
     want = max(MIN_ITEMS, 4 * n_cpu)
-    while planes * math.ceil(H / bh) < want and bh > 1 and bh * row_len > 4096:
+    while planes * math.ceil(H / bh) < want and bh > 1 and bh * row_len > MIN_ITEM_VALUES:
         bh = _ceil_half(bh)
     return bh
 

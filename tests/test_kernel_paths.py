@@ -9,6 +9,8 @@
   conversions), chosen at run time on CPUs that have AVX2: the same bits as the baseline
   loops, with windows of 1 to 3 taps per phase and rows of every length mod 8;
 * the max-pool scatter's AVX2 loops against the baseline ones, streamed or not;
+* blocks of a few rows (and D planes), as large calls have, on small shapes: the same bits
+  as whole planes;
 * the max-pool index check's fast path for contiguous index planes, at the edges of the
   valid range and at the extremes of each index type.
 """
@@ -160,6 +162,71 @@ def test_streaming_stores_give_the_same_bits(x_shape, dtype, mode, request):
     streamed = _avg_runs(x_shape, dtype, OUT_LAYOUTS) + _max_runs(x_shape, dtype,
                                                                    OUT_LAYOUTS)
     for a, b in zip(plain, streamed):
+        assert np.array_equal(a, b)
+
+
+@pytest.fixture
+def split_items(monkeypatch):
+    """Work items split down to single rows (and single D planes) however small the call:
+    the blocks' edges, where the gather expands again rows a neighbouring block expanded
+    too, on the small shapes of the tests."""
+    monkeypatch.setattr(_plan, "MIN_ITEM_VALUES", 0)
+    monkeypatch.setattr(functions, "_cache", {})
+    _plan.gather_geometry.cache_clear()
+    yield
+    _plan.gather_geometry.cache_clear()
+
+
+SPLIT_AVG = [  # (x shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
+    ((2, 3, 21, 37), 3, 2, 1, False, True, 0),
+    ((1, 4, 19, 45), 5, 2, 2, True, False, 0),
+    ((2, 2, 16, 30), 2, 2, 0, False, True, 0),
+    ((1, 3, 17, 23), (5, 3), (1, 2), (2, 1), False, True, 3),
+    ((2, 3, 23, 61), 7, 3, 3, True, False, 0),
+    ((5, 12, 9), 3, 1, 1, False, False, 0),           # 3-D input
+]
+
+SPLIT_ADAPTIVE = [  # (x shape, output size)
+    ((2, 3, 9, 13, 17), (4, 5, 6)),
+    ((1, 2, 7, 20, 9), (3, 7, 9)),
+    ((3, 4, 6, 5, 5), (2, 2, 2)),                     # small planes
+    ((2, 16, 11, 3), (5, 2, 2)),                      # 4-D input
+]
+
+
+def _split_runs(dtype):
+    rng = np.random.default_rng(8)
+    outs, items = [], []
+    for x_shape, k, s, p, ceil, cip, div in SPLIT_AVG:
+        y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, s, p, ceil_mode=ceil,
+                          count_include_pad=cip, divisor_override=div)
+        go = make_array(y.shape, dtype, rng)
+        for layout in ("c", "channels_last", "negative"):
+            out = empty_out(x_shape, dtype, layout)
+            op = pg.AvgPool2dBackward(go, x_shape, k, s, p, ceil, cip, div, 0, out)
+            op.execute()
+            outs.append(_bits(out))
+            items.append(op._kernel.n_items)
+    for x_shape, out_size in SPLIT_ADAPTIVE:
+        go = make_array(x_shape[:-3] + out_size, dtype, rng)
+        for layout in ("c", "channels_last", "negative"):
+            out = empty_out(x_shape, dtype, layout)
+            op = pg.AdaptiveAvgPool3dBackward(go, x_shape, out)
+            op.execute()
+            outs.append(_bits(out))
+            items.append(op._kernel.n_items)
+    return outs, items
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_split_items_give_the_same_bits(dtype, request):
+    """Small calls run as whole planes (_plan.MIN_ITEM_VALUES); split into rows, as a large
+    call's blocks are, they give the same bits."""
+    whole, whole_items = _split_runs(dtype)
+    request.getfixturevalue("split_items")
+    split, split_items = _split_runs(dtype)
+    assert sum(split_items) > 2 * sum(whole_items)   # the fixture did split them
+    for a, b in zip(whole, split):
         assert np.array_equal(a, b)
 
 
