@@ -23,9 +23,12 @@ KINDS = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.float16):
 # per-thread scratch a work item may use for its expanded rows (elements); sized to stay
 # in a core's L2 cache
 SCRATCH_ELEMS = 1 << 17
-# a parallel call wants at least this many work items to balance threads, but blocks are
-# not split below this many values (a smaller call runs on one thread: C_GRAIN_BYTES)
-MIN_ITEMS = 64
+# a parallel call wants at least 4 work items per core (and MIN_ITEMS) to balance threads,
+# but blocks are not split below MIN_ITEM_VALUES values (a smaller call runs on one thread:
+# C_GRAIN_BYTES).  More items cost more where blocks split a plane's rows: a channels-last
+# batch of one, 1x64x112x112 k3 s2, as 112 one-row items took 1.4-1.8x the time of 8
+# (2-vCPU EPYC), expanding each grad_output row twice or more
+MIN_ITEMS = 8
 MIN_ITEM_VALUES = 4096
 
 
