@@ -1183,7 +1183,8 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
             fk = -1
     cdef Py_ssize_t nblk = (h1 - h0) * W * L
     cdef bint dense = g.xs[4] == 1 if L == 1 else (g.xs[5] == 1 and g.xs[4] == L)
-    cdef bint whole = g.region and dense and g.xs[3] == W * L   # rows follow each other
+    cdef bint contig = dense and g.xs[3] == W * L   # rows follow each other
+    cdef bint whole = g.region and contig
     cdef uint16_t* stage = <uint16_t*>(buf + g.bh * W * L + SCATTER_SLACK)
     cdef Py_ssize_t dummy = g.bh * W * L + SCATTER_DUMMY   # from buf, shifted or not
     cdef Py_ssize_t shift = 0
@@ -1222,9 +1223,15 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
     if acc_t is float:
         if dense and fk >= 0:
             # rounded, stored and cleared in one pass: the block at once where its rows
-            # follow each other in memory (streamed, as a region), else row by row
+            # follow each other in memory (streamed as a region, or not streamed), else
+            # row by row
             if whole:
                 pg_flush_block(buf, xb + h0 * W * L, nblk, fk, 1, amap, shift)
+                return
+            if contig and not g.stream:
+                # one run too: 16-bit rows whose bytes are no multiple of 32 would each end
+                # in values rounded one at a time
+                pg_flush_block(buf, xb + h0 * W * L, nblk, fk, 0, NULL, 0)
                 return
             for ih in range(h0, h1):
                 pg_flush_block(buf + (ih - h0) * W * L, xb + ih * g.xs[3], W * L, fk,
