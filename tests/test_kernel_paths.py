@@ -171,6 +171,7 @@ def split_items(monkeypatch):
     the blocks' edges, where the gather expands again rows a neighbouring block expanded
     too, on the small shapes of the tests."""
     monkeypatch.setattr(_plan, "MIN_ITEM_VALUES", 0)
+    monkeypatch.setattr(_plan, "MIN_ITEMS", 1 << 30)   # whatever the number of CPUs
     monkeypatch.setattr(functions, "_cache", {})
     _plan.gather_geometry.cache_clear()
     yield
