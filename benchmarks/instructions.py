@@ -11,6 +11,7 @@ valgrind's callgrind with collection limited to the kernel's item functions:
     valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.out --collect-atstart=no \\
         --toggle-collect='*_gather_item*' --toggle-collect='*_fill_item*' \\
         --toggle-collect='*_scatter_item*' --toggle-collect='*_plane_bad*' \\
+        --toggle-collect='*_window_item*' --toggle-collect='*_wplane*' \\
         python benchmarks/instructions.py k3s2p1
 
 and read "Collected" (or `callgrind_annotate /tmp/cg.out` for the split by function).

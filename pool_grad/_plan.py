@@ -336,6 +336,12 @@ def scatter_sparse(plane, n_out, block):
     return n_out * SPARSE_VALUES <= plane and block >= SPARSE_BLOCK_VALUES
 
 
+# the max-pool gradient of a plane whose windows tile it (H = Ho*kh, W = Wo*kw) is first
+# tried as a gather (each grad_input row selected from its window row's indices), the
+# scatter only where some index lies outside its own window; False: always the scatter
+SCATTER_WINDOW = True
+
+
 def scatter_blocks(H, row_len, planes, n_cpu):
     """Rows per block of the max-pool scatter (each block re-reads its plane's indices,
     so blocks are split only for the scratch budget or to balance threads)."""

@@ -185,7 +185,8 @@ class AdaptiveMaxPool2dBackward(Operator):
             kernel = _kernels.MaxScatterKernel(
                 go6, ind6, gi6, _plan.KINDS[dt], bh, _plan.streaming(gi6),
                 _plan.streaming_region(gi6, 0),
-                _plan.scatter_sparse(hh * ww, go6.shape[3] * go6.shape[4], bh * ww * lanes))
+                _plan.scatter_sparse(hh * ww, go6.shape[3] * go6.shape[4], bh * ww * lanes),
+                _plan.SCATTER_WINDOW)
         elif go.size and not gi.size:
             # a zero-size plane with grad_output values: every index is out of range
             self._plane = 0

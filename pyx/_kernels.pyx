@@ -112,6 +112,11 @@ cdef extern from "pg_scatter.h" nogil:
                         uint8_t* map, Py_ssize_t mshift)
     Py_ssize_t pg_flush_shift(const void* dst, Py_ssize_t n, int kind)
     void pg_acc(float* b, float v)
+    Py_ssize_t pg_wcode_row(uint8_t* code, const void* j, int j64, Py_ssize_t Wo,
+                            uint64_t base, Py_ssize_t W, Py_ssize_t kh, uint64_t limit,
+                            uint64_t* acc)
+    void pg_wrowc(void* dst, Py_ssize_t ds, const void* g, int kind, int stream,
+                  const uint8_t* code, Py_ssize_t Wo, Py_ssize_t r0, Py_ssize_t r1)
 
 cdef extern from "pg_omp.h" nogil:
     int pg_omp_max_threads()
@@ -265,6 +270,7 @@ cdef class PlannedKernel:
     cdef readonly Py_ssize_t n_items
     cdef readonly Py_ssize_t scratch_elems
     cdef readonly Py_ssize_t scratch_bytes   # per thread
+    cdef readonly Py_ssize_t shared_bytes    # before the threads' scratch, one for all
     cdef readonly Py_ssize_t traffic         # bytes the call must move
     # first elements of the planned arrays (run) - run_on passes other arrays' instead
     cdef char* p_go
@@ -292,7 +298,7 @@ cdef class PlannedKernel:
     def workspace_size(self, int budget):
         if self.n_items == 0:
             return 0
-        return self.scratch_bytes * self.threads_for(budget) + C_ALIGN
+        return self.shared_bytes + self.scratch_bytes * self.threads_for(budget) + C_ALIGN
 
     cdef Py_ssize_t _execute(self, char* scratch, int nt, char* go, char* gi,
                              char* ind) except -1:
@@ -378,16 +384,18 @@ cdef class PlannedKernel:
                                    f"{need} bytes", f"{view.len} bytes")
                 addr = <uintptr_t>view.buf
                 off = (C_ALIGN - addr % C_ALIGN) % C_ALIGN
-                fit = (view.len - off) // self.scratch_bytes if view.len > off else 0
+                fit = ((view.len - off - self.shared_bytes) // self.scratch_bytes
+                       if <size_t>view.len > off + self.shared_bytes else 0)
                 if fit < 1:
                     _raise_invalid("workspace", "is too small for one thread's scratch",
                                    f"{view.len} bytes")
                 if <size_t>nt > fit:
                     nt = <int>fit
-                return self._execute(<char*>view.buf + off, nt, go, gi, ind)
+                return self._execute(<char*>view.buf + off + self.shared_bytes, nt, go, gi,
+                                     ind)
             finally:
                 PyBuffer_Release(&view)
-        want = self.scratch_bytes * nt + C_ALIGN
+        want = self.shared_bytes + self.scratch_bytes * nt + C_ALIGN
         if not self._own_busy:
             if self._own_bytes < want:
                 free(self._own)
@@ -404,7 +412,8 @@ cdef class PlannedKernel:
             temp = True
         try:
             addr = <uintptr_t>base
-            return self._execute(base + (C_ALIGN - addr % C_ALIGN) % C_ALIGN, nt, go, gi, ind)
+            return self._execute(base + (C_ALIGN - addr % C_ALIGN) % C_ALIGN + self.shared_bytes,
+                                 nt, go, gi, ind)
         finally:
             if owned:
                 self._own_busy = False
@@ -1095,6 +1104,9 @@ cdef struct Scatter:
     int region      # stream each item's block of rows through the line writer
     Py_ssize_t map_at   # sparse: the touched-groups map, in values from a thread's scratch
     Py_ssize_t map_bytes
+    int window          # the gather form (_window_item) where a plane's indices allow it
+    Py_ssize_t kh       # its windows' height (their width is 2)
+    Py_ssize_t w_at     # its staging rows, in values from a thread's scratch
 
 
 cdef inline void _acc(acc_t* b, acc_t v) noexcept nogil:
@@ -1271,8 +1283,112 @@ cdef void _store_region(acc_t* src, store_t* dst, Py_ssize_t n, int kind,
     pg_sw_end(&sw)
 
 
+cdef enum:
+    # input rows of a window formed at once by _window_item (its staging area's rows)
+    WINDOW_ROWS = 8
+
+
+cdef void _window_item(const store_t* go, store_t* gi, const Scatter* g, acc_t* buf,
+                       Py_ssize_t item, const uint8_t* codes) noexcept nogil:
+    """The max-pool gradient of one whole plane whose indices all lie in their own windows,
+    as a gather (pg_scatter.h's pg_wrowc): each output row's windows formed row by row from
+    the index codes of the check's pass and the values."""
+    cdef int fk = 0 if g.kind == K_F32 else (1 if g.kind == K_BF16 else 2)
+    cdef Py_ssize_t W = g.W, kh = g.kh, Ho = g.Ho, Wo = g.Wo
+    cdef Py_ssize_t c = item % g.C
+    cdef Py_ssize_t n = item // g.C
+    cdef const store_t* gb = go + n * g.gs[0] + c * g.gs[1]
+    cdef store_t* xb = gi + n * g.xs[0] + c * g.xs[1]
+    cdef const uint8_t* cb = codes + item * Ho * Wo
+    cdef Py_ssize_t xs3 = g.xs[3], xs4 = g.xs[4], gs3 = g.gs[3]
+    cdef Py_ssize_t size = sizeof(store_t)
+    # a streamed plane (rows following each other) goes out through the line writer; where
+    # its rows (multiples of 32 bytes) start on 16-byte boundaries, all but its first and
+    # last window rows get streaming stores straight from the registers instead (the lines
+    # at the plane's two ends, which it may share with another thread's plane, are the
+    # line writer's: ordinary stores)
+    cdef bint region = g.stream and xs4 == 1 and xs3 == W
+    cdef bint direct = region and Ho > 2 and (<size_t>xb) % 16 == 0
+    cdef bint staged, use_sw
+    cdef store_t* stage = <store_t*>(buf + g.w_at)
+    cdef Py_ssize_t oh, r0, r1, ih, x
+    cdef pg_sw sw
+    if store_t is double or acc_t is double:
+        return
+    if region and not direct:
+        pg_sw_begin(&sw, xb)
+    for oh in range(Ho):
+        use_sw = region and (not direct or oh == 0 or oh == Ho - 1)
+        staged = use_sw or (g.stream and not region) or xs4 != 1
+        if direct and use_sw:
+            pg_sw_begin(&sw, xb + oh * kh * xs3)
+        r0 = 0
+        while r0 < kh:
+            r1 = min(r0 + WINDOW_ROWS, kh)
+            if not staged:
+                pg_wrowc(xb + (oh * kh + r0) * xs3, xs3 * size, gb + oh * gs3, fk, direct,
+                         cb + oh * Wo, Wo, r0, r1)
+                r0 = r1
+                continue
+            pg_wrowc(stage, W * size, gb + oh * gs3, fk, 0, cb + oh * Wo, Wo, r0, r1)
+            if use_sw:
+                pg_sw_append(&sw, stage, (r1 - r0) * W * size)
+                r0 = r1
+                continue
+            for ih in range(r1 - r0):
+                if xs4 == 1:
+                    pg_sw_begin(&sw, xb + (oh * kh + r0 + ih) * xs3)
+                    pg_sw_append(&sw, stage + ih * W, W * size)
+                    pg_sw_end(&sw)
+                else:
+                    for x in range(W):
+                        xb[(oh * kh + r0 + ih) * xs3 + x * xs4] = stage[ih * W + x]
+            r0 = r1
+        if direct and use_sw:
+            pg_sw_end(&sw)
+    if region and not direct:
+        pg_sw_end(&sw)
+
+
+cdef Py_ssize_t _wplane(const idx_t* ind, const Scatter* g, uint8_t* codes, uint8_t* ok,
+                        Py_ssize_t p) noexcept nogil:
+    """The index check of one plane with the gather form's codes (pg_wcode_row): ok[p]
+    says whether every index lies in its own window; returns the number of bad indices."""
+    cdef Py_ssize_t c = p % g.C
+    cdef Py_ssize_t n = p // g.C
+    cdef const idx_t* jb = ind + n * g.js[0] + c * g.js[1]
+    cdef uint8_t* cb = codes + p * g.Ho * g.Wo
+    cdef uint64_t acc = 0
+    cdef uint64_t limit = <uint64_t>(g.H * g.W)
+    cdef Py_ssize_t oh, inside = 0
+    cdef int j64 = 1 if idx_t is int64_t else 0
+    for oh in range(g.Ho):
+        inside += pg_wcode_row(cb + oh * g.Wo, jb + oh * g.js[3], j64, g.Wo, oh * g.kh * g.W,
+                               g.W, g.kh, limit, &acc)
+    ok[p] = inside == g.Ho * g.Wo
+    if acc >> 63:
+        return _plane_bad(ind, g, p, limit)
+    return 0
+
+
+cdef Py_ssize_t _wcheck(const idx_t* ind, const Scatter* g, uint8_t* codes, uint8_t* ok,
+                        int nt) noexcept nogil:
+    cdef Py_ssize_t p, bad = 0
+    if nt <= 1:
+        for p in range(g.N * g.C):
+            bad += _wplane(ind, g, codes, ok, p)
+        return bad
+    for p in prange(g.N * g.C, num_threads=nt, schedule='static', use_threads_if=nt > 1,
+                    nogil=True):
+        bad += _wplane(ind, g, codes, ok, p)
+    return bad
+
+
 cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const Scatter* g,
-                       acc_t* scratch, Py_ssize_t per_thread, int nt) noexcept nogil:
+                       acc_t* scratch, Py_ssize_t per_thread, int nt,
+                       const uint8_t* codes, const uint8_t* ok) noexcept nogil:
+    """Every plane's item: the gather form where ok says its indices lie in their windows
+    (ok NULL: nowhere), else the scatter."""
     cdef Py_ssize_t n_items = g.N * g.C * g.nbh
     cdef Py_ssize_t item
     cdef Py_ssize_t nblk = g.bh * g.W * g.L + SCATTER_SLACK
@@ -1282,7 +1398,10 @@ cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const S
         if g.map_bytes:
             memset(buf + g.map_at, 0, g.map_bytes)
         for item in range(n_items):
-            _scatter_item(go, ind, gi, g, buf, item)
+            if ok != NULL and ok[item]:
+                _window_item(go, gi, g, buf, item, codes)
+            else:
+                _scatter_item(go, ind, gi, g, buf, item)
         pg_store_fence()
         return
     with parallel(num_threads=nt):
@@ -1291,7 +1410,10 @@ cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const S
         if g.map_bytes:
             memset(buf + g.map_at, 0, g.map_bytes)
         for item in prange(n_items, schedule='static'):
-            _scatter_item(go, ind, gi, g, buf, item)
+            if ok != NULL and ok[item]:
+                _window_item(go, gi, g, buf, item, codes)
+            else:
+                _scatter_item(go, ind, gi, g, buf, item)
         pg_store_fence()
 
 
@@ -1350,7 +1472,7 @@ cdef class MaxScatterKernel(PlannedKernel):
     cdef int idx64
 
     def __init__(self, go6, ind6, gi6, int kind, Py_ssize_t bh, bint stream,
-                 bint region=False, bint sparse=False):
+                 bint region=False, bint sparse=False, bint window=False):
         self._keep = (go6, ind6, gi6)
         g = &self.g
         g.N, g.C, _, g.H, g.W, g.L = gi6.shape
@@ -1395,8 +1517,26 @@ cdef class MaxScatterKernel(PlannedKernel):
         g.map_bytes = 0
         if sparse and region and kind != K_F64:
             g.map_bytes = (bh * g.W * g.L + SCATTER_SLACK) // 8 + 2
-        self.scratch_elems = (g.map_at + (g.map_bytes + 3) // 4 + 15) // 16 * 16
-        self.scratch_bytes = self.scratch_elems * (8 if kind == K_F64 else 4)
+        # the gather form (_window_item): whole planes of one lane whose windows, two wide
+        # and fewer than 128 high, tile them, rows of a multiple of 8 outputs (narrower
+        # ones, with their tails, were slower than the scatter), unit-stride grad_output
+        # and index rows; the index check's pass then codes each index's place in its
+        # window (a byte per index, and one per plane saying whether all lie in their
+        # windows: the workspace's shared part)
+        g.window = (window and kind != K_F64 and g.nbh == 1 and g.L == 1 and g.Ho > 0
+                    and g.H % g.Ho == 0 and g.H // g.Ho < 128 and g.W == 2 * g.Wo
+                    and g.Wo % 8 == 0 and g.gs[4] == 1 and g.js[4] == 1)
+        g.kh = g.H // g.Ho if g.window else 0
+        self.shared_bytes = 0
+        if g.window:
+            self.shared_bytes = (g.N * g.C * (g.Ho * g.Wo + 1) + 63) // 64 * 64
+        cdef Py_ssize_t acc_size = 8 if kind == K_F64 else 4
+        cdef Py_ssize_t elems = (g.map_at + (g.map_bytes + 3) // 4 + 15) // 16 * 16
+        g.w_at = elems
+        if g.window:
+            elems += (WINDOW_ROWS * g.W * gi6.itemsize // acc_size + 15) // 16 * 16
+        self.scratch_elems = elems
+        self.scratch_bytes = self.scratch_elems * acc_size
         self.traffic = go6.nbytes + gi6.nbytes + ind6.nbytes
 
     cdef _release(self):
@@ -1429,41 +1569,62 @@ cdef class MaxScatterKernel(PlannedKernel):
                              char* ind) except -1:
         """Check every index, then scatter; returns the number of bad indices (nothing is
         written unless it is 0)."""
-        cdef Py_ssize_t bad = self._count_bad(nt, ind)
+        cdef Scatter* g = &self.g
+        cdef int fk = 0 if g.kind == K_F32 else (1 if g.kind == K_BF16 else 2)
+        cdef uint8_t* codes = NULL
+        cdef uint8_t* ok = NULL
+        cdef Py_ssize_t bad
+        if g.window and pg_scatter_fast(fk):
+            # the check's pass codes the indices for the gather form (shared workspace)
+            codes = <uint8_t*>(scratch - self.shared_bytes)
+            ok = codes + g.N * g.C * g.Ho * g.Wo
+            if self.traffic >= C_NOGIL_BYTES:
+                with nogil:
+                    bad = self._wcheck_nogil(nt, ind, codes, ok)
+            else:
+                bad = self._wcheck_nogil(nt, ind, codes, ok)
+        else:
+            bad = self._count_bad(nt, ind)
         if bad:
             return bad
         if self.traffic >= C_NOGIL_BYTES:
             with nogil:
-                self._launch(scratch, nt, go, gi, ind)
+                self._launch(scratch, nt, go, gi, ind, codes, ok)
         else:
-            self._launch(scratch, nt, go, gi, ind)
+            self._launch(scratch, nt, go, gi, ind, codes, ok)
         return 0
 
-    cdef void _launch(self, char* scratch, int nt, char* go, char* gi,
-                      char* ind) noexcept nogil:
+    cdef Py_ssize_t _wcheck_nogil(self, int nt, char* ind, uint8_t* codes,
+                                  uint8_t* ok) noexcept nogil:
+        if self.idx64:
+            return _wcheck(<const int64_t*>ind, &self.g, codes, ok, nt)
+        return _wcheck(<const int32_t*>ind, &self.g, codes, ok, nt)
+
+    cdef void _launch(self, char* scratch, int nt, char* go, char* gi, char* ind,
+                      const uint8_t* codes, const uint8_t* ok) noexcept nogil:
         cdef Scatter* g = &self.g
         cdef Py_ssize_t per = self.scratch_elems
         if g.kind == K_F64:
             if self.idx64:
                 _scatter_run(<const double*>go, <const int64_t*>ind, <double*>gi, g,
-                             <double*>scratch, per, nt)
+                             <double*>scratch, per, nt, codes, ok)
             else:
                 _scatter_run(<const double*>go, <const int32_t*>ind, <double*>gi, g,
-                             <double*>scratch, per, nt)
+                             <double*>scratch, per, nt, codes, ok)
         elif g.kind == K_F32:
             if self.idx64:
                 _scatter_run(<const float*>go, <const int64_t*>ind, <float*>gi, g,
-                             <float*>scratch, per, nt)
+                             <float*>scratch, per, nt, codes, ok)
             else:
                 _scatter_run(<const float*>go, <const int32_t*>ind, <float*>gi, g,
-                             <float*>scratch, per, nt)
+                             <float*>scratch, per, nt, codes, ok)
         else:
             if self.idx64:
                 _scatter_run(<const uint16_t*>go, <const int64_t*>ind, <uint16_t*>gi, g,
-                             <float*>scratch, per, nt)
+                             <float*>scratch, per, nt, codes, ok)
             else:
                 _scatter_run(<const uint16_t*>go, <const int32_t*>ind, <uint16_t*>gi, g,
-                             <float*>scratch, per, nt)
+                             <float*>scratch, per, nt, codes, ok)
 
 
 # --------------------------------------------------------------------------------------

@@ -324,6 +324,201 @@ static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
 {
     return (8 - pg_flush_head(dst, n, kind) % 8) % 8;
 }
+/*
+ * The gather form of the max-pool gradient, for windows two wide that tile the plane
+ * (W = 2*Wo, H = Ho*kh, kh < 128), eight outputs a step (Wo a multiple of 8).  Where every
+ * index lies in its own window, each input position receives at most one value, and the
+ * scatter's result there is round(0 + v) (v as it is, except that the add turns -0 into
+ * +0 and quiets a NaN) or zero.
+ *
+ * pg_wcode_row (the index check's pass): the code of each index of an output row,
+ * 2*r + c where it is the position (r, c) of its own window, else 0xFF, and the check
+ * that every index lies in [0, limit) (*acc's top bit set where one does not: x | (limit
+ * - 1 - x), as in pg_index.h).  Returns the number of indices inside their windows.
+ *
+ * pg_wrowc (the write pass, for planes whose indices all lie in their windows): input
+ * rows r0 <= r < r1 of an output row's windows from its codes and values (unit stride),
+ * written to dst + (r - r0) * ds (bytes), with streaming stores if `stream` (dst and ds
+ * multiples of 16).  The sums are formed with the instructions of the scatter's AVX2
+ * loops and flush, so the bits are the scatter's.
+ */
+/* the codes of four indices x (int64) at distances from their windows' top-left
+ * positions cur: kh rows tested (kh2: two, unrolled) */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline __m256i pg_wcode4(__m256i x, __m256i cur, ptrdiff_t W, ptrdiff_t kh, int kh2)
+{
+    const __m256i flip = _mm256_set1_epi64x((long long)0x8000000000000000ull);
+    const __m256i two = _mm256_xor_si256(_mm256_set1_epi64x(2), flip);
+    const __m256i wv = _mm256_set1_epi64x((long long)W), twov = _mm256_set1_epi64x(2);
+    __m256i q = _mm256_sub_epi64(x, cur), c = _mm256_set1_epi64x(0xFF);
+    /* q = distance - r*W: inside row r of the window where q < 2 (unsigned); at most one
+     * row matches (W >= 2) */
+    if (kh2) {
+        const __m256i q1 = _mm256_sub_epi64(q, wv);
+        c = _mm256_blendv_epi8(c, q, _mm256_cmpgt_epi64(two, _mm256_xor_si256(q, flip)));
+        return _mm256_blendv_epi8(c, _mm256_add_epi64(q1, twov),
+                                  _mm256_cmpgt_epi64(two, _mm256_xor_si256(q1, flip)));
+    }
+    __m256i cr = _mm256_setzero_si256();
+    for (ptrdiff_t r = 0; r < kh; r++) {
+        c = _mm256_blendv_epi8(c, _mm256_add_epi64(q, cr),
+                               _mm256_cmpgt_epi64(two, _mm256_xor_si256(q, flip)));
+        q = _mm256_sub_epi64(q, wv);
+        cr = _mm256_add_epi64(cr, twov);
+    }
+    return c;
+}
+
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline ptrdiff_t pg_wcode_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
+                                      ptrdiff_t Wo, uint64_t base, ptrdiff_t W, ptrdiff_t kh,
+                                      int kh2, uint64_t lim1, uint64_t *acc)
+{
+    const __m256i l1 = _mm256_set1_epi64x((long long)lim1), none = _mm256_set1_epi32(0xFF);
+    const __m256i step = _mm256_set1_epi64x(8);
+    const __m256i lows = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    __m256i cur = _mm256_setr_epi64x((long long)base, (long long)(base + 2),
+                                     (long long)(base + 4), (long long)(base + 6));
+    __m256i bad = _mm256_setzero_si256();
+    ptrdiff_t o = 0, inside = 0;
+    for (; o + 8 <= Wo; o += 8) {
+        __m256i x0, x1;
+        if (j64) {
+            x0 = _mm256_loadu_si256((const __m256i *)((const int64_t *)j + o));
+            x1 = _mm256_loadu_si256((const __m256i *)((const int64_t *)j + o + 4));
+        } else {
+            x0 = _mm256_cvtepi32_epi64(_mm_loadu_si128((const __m128i *)((const int32_t *)j + o)));
+            x1 = _mm256_cvtepi32_epi64(_mm_loadu_si128((const __m128i *)((const int32_t *)j + o + 4)));
+        }
+        bad = _mm256_or_si256(bad, _mm256_or_si256(_mm256_or_si256(x0, _mm256_sub_epi64(l1, x0)),
+                                                   _mm256_or_si256(x1, _mm256_sub_epi64(l1, x1))));
+        const __m256i c0 = pg_wcode4(x0, cur, W, kh, kh2);
+        cur = _mm256_add_epi64(cur, step);
+        const __m256i c1 = pg_wcode4(x1, cur, W, kh, kh2);
+        cur = _mm256_add_epi64(cur, step);
+        /* eight codes as 32-bit lanes, counted, then bytes */
+        const __m256i c = _mm256_blend_epi32(_mm256_permutevar8x32_epi32(c0, lows),
+                                             _mm256_permutevar8x32_epi32(c1, lows), 0xF0);
+        inside += 8 - __builtin_popcount(
+            (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(c, none))));
+        const __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(c),
+                                           _mm256_extracti128_si256(c, 1));
+        _mm_storel_epi64((__m128i *)(code + o), _mm_packus_epi16(h, h));
+    }
+    uint64_t b[4];
+    _mm256_storeu_si256((__m256i *)b, bad);
+    *acc |= b[0] | b[1] | b[2] | b[3];
+    return inside;
+}
+
+__attribute__((target("avx2,f16c")))
+static ptrdiff_t pg_wcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t Wo,
+                              uint64_t base, ptrdiff_t W, ptrdiff_t kh, uint64_t limit,
+                              uint64_t *acc)
+{
+    if (kh == 2) {
+        if (j64) return pg_wcode_body(code, j, 1, Wo, base, W, 2, 1, limit - 1, acc);
+        return pg_wcode_body(code, j, 0, Wo, base, W, 2, 1, limit - 1, acc);
+    }
+    if (j64) return pg_wcode_body(code, j, 1, Wo, base, W, kh, 0, limit - 1, acc);
+    return pg_wcode_body(code, j, 0, Wo, base, W, kh, 0, limit - 1, acc);
+}
+
+/* 32 bytes at a 16-byte boundary, streamed */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_stream32(char *d, __m256i v)
+{
+    _mm_stream_si128((__m128i *)d, _mm256_castsi256_si128(v));
+    _mm_stream_si128((__m128i *)(d + 16), _mm256_extracti128_si256(v, 1));
+}
+
+/* eight outputs: their codes (8 bytes in the low half of q8) and values (gv: float32, or
+ * 16-bit in the low half) give 16 input columns of rows r0..r1-1 */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_wstep(char *PG_RESTRICT dst, ptrdiff_t ds, int kind, int stream,
+                            __m128i q8, __m256i gv, ptrdiff_t r0, ptrdiff_t r1)
+{
+    /* per input column: the code at its window's left column, the code ^ 1 at its right
+     * one; a match in row r where that equals 2 * r */
+    const __m256i q = _mm256_cvtepu8_epi32(q8);
+    const __m256i q1 = _mm256_xor_si256(q, _mm256_set1_epi32(1));
+    const __m256i dl = _mm256_unpacklo_epi32(q, q1), dh = _mm256_unpackhi_epi32(q, q1);
+    const __m256i e0 = _mm256_permute2x128_si256(dl, dh, 0x20);
+    const __m256i e1 = _mm256_permute2x128_si256(dl, dh, 0x31);
+    /* the values plus zero (as the scatter adds them to its zeroed sums), each twice */
+    const __m256 zero = _mm256_setzero_ps();
+    __m256i v0, v1 = _mm256_setzero_si256();
+    if (kind == 0) {
+        const __m256 v = _mm256_add_ps(zero, _mm256_castsi256_ps(gv));
+        const __m256 vl = _mm256_unpacklo_ps(v, v), vh = _mm256_unpackhi_ps(v, v);
+        v0 = _mm256_castps_si256(_mm256_permute2f128_ps(vl, vh, 0x20));
+        v1 = _mm256_castps_si256(_mm256_permute2f128_ps(vl, vh, 0x31));
+    } else {
+        const __m128i h = _mm256_castsi256_si128(gv);
+        __m256i w;
+        if (kind == 1) {
+            /* a bfloat16 value plus zero is a bfloat16 value: its top half */
+            const __m256 v = _mm256_add_ps(zero, _mm256_castsi256_ps(
+                _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
+            w = _mm256_srli_epi32(_mm256_castps_si256(v), 16);
+        } else {
+            const __m256 v = _mm256_add_ps(zero, _mm256_cvtph_ps(h));
+            w = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+        }
+        v0 = _mm256_or_si256(w, _mm256_slli_epi32(w, 16));
+    }
+    __m256i t = _mm256_set1_epi32((int)(2 * r0));
+    const __m256i two = _mm256_set1_epi32(2);
+    for (ptrdiff_t r = r0; r < r1; r++, dst += ds, t = _mm256_add_epi32(t, two)) {
+        const __m256i m0 = _mm256_cmpeq_epi32(e0, t), m1 = _mm256_cmpeq_epi32(e1, t);
+        if (kind == 0) {
+            if (stream) {
+                pg_stream32(dst, _mm256_and_si256(m0, v0));
+                pg_stream32(dst + 32, _mm256_and_si256(m1, v1));
+            } else {
+                _mm256_storeu_si256((__m256i *)dst, _mm256_and_si256(m0, v0));
+                _mm256_storeu_si256((__m256i *)(dst + 32), _mm256_and_si256(m1, v1));
+            }
+        } else {
+            const __m256i m = _mm256_permute4x64_epi64(_mm256_packs_epi32(m0, m1), 0xD8);
+            if (stream) pg_stream32(dst, _mm256_and_si256(m, v0));
+            else _mm256_storeu_si256((__m256i *)dst, _mm256_and_si256(m, v0));
+        }
+    }
+}
+
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_wrowc_body(char *PG_RESTRICT dst, ptrdiff_t ds, const void *g,
+                                 int kind, int stream, const uint8_t *code, ptrdiff_t Wo,
+                                 ptrdiff_t r0, ptrdiff_t r1)
+{
+    const ptrdiff_t es = kind ? 2 : 4;
+    for (ptrdiff_t o = 0; o < Wo; o += 8) {
+        const __m256i gv = kind == 0
+            ? _mm256_loadu_si256((const __m256i *)((const float *)g + o))
+            : _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)((const uint16_t *)g + o)));
+        pg_wstep(dst + 2 * o * es, ds, kind, stream,
+                 _mm_loadl_epi64((const __m128i *)(code + o)), gv, r0, r1);
+    }
+}
+
+__attribute__((target("avx2,f16c")))
+static void pg_wrowc(void *dst, ptrdiff_t ds, const void *g, int kind, int stream,
+                     const uint8_t *code, ptrdiff_t Wo, ptrdiff_t r0, ptrdiff_t r1)
+{
+#define PG_WC(k, s) pg_wrowc_body((char *)dst, ds, g, k, s, code, Wo, r0, r1)
+    if (stream) {
+        if (kind == 0) PG_WC(0, 1);
+        else if (kind == 1) PG_WC(1, 1);
+        else PG_WC(2, 1);
+    } else {
+        if (kind == 0) PG_WC(0, 0);
+        else if (kind == 1) PG_WC(1, 0);
+        else PG_WC(2, 0);
+    }
+#undef PG_WC
+}
+
 #else
 static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
 {
@@ -343,6 +538,22 @@ static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int str
                            uint8_t *map, ptrdiff_t mshift)
 {
     (void)buf; (void)dst; (void)n; (void)kind; (void)stream; (void)map; (void)mshift;
+}
+
+static ptrdiff_t pg_wcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t Wo,
+                              uint64_t base, ptrdiff_t W, ptrdiff_t kh, uint64_t limit,
+                              uint64_t *acc)
+{
+    (void)code; (void)j; (void)j64; (void)Wo; (void)base; (void)W; (void)kh; (void)limit;
+    (void)acc;
+    return -1;
+}
+
+static void pg_wrowc(void *dst, ptrdiff_t ds, const void *g, int kind, int stream,
+                     const uint8_t *code, ptrdiff_t Wo, ptrdiff_t r0, ptrdiff_t r1)
+{
+    (void)dst; (void)ds; (void)g; (void)kind; (void)stream; (void)code; (void)Wo; (void)r0;
+    (void)r1;
 }
 #endif
 

@@ -12,7 +12,10 @@
 * blocks of a few rows (and D planes), as large calls have, on small shapes: the same bits
   as whole planes;
 * the max-pool index check's fast path for contiguous index planes, at the edges of the
-  valid range and at the extremes of each index type.
+  valid range and at the extremes of each index type;
+* the max-pool gradient's gather form (windows two wide that tile the plane, every index
+  in its own window): the same bits as the scatter, planes with an index elsewhere (or out
+  of range) handled as before.
 """
 import numpy as np
 import pytest
@@ -433,6 +436,112 @@ def test_index_check_edges(idx_dtype, layout):
                 pg.adaptive_max_pool2d_backward(go, x_shape, _as(bad, layout), out=dst)
             assert e.value.code == 161002
             assert np.all(dst == 5.0)
+
+
+WINDOW_CASES = [  # (x shape, output size): W = 2 * Wo, Wo a multiple of 8, H = Ho * kh
+    ((2, 3, 16, 32), (8, 16)),     # kh 2
+    ((2, 4, 16, 16), (2, 8)),      # kh 8
+    ((1, 3, 8, 16), (8, 8)),       # kh 1
+    ((2, 3, 12, 32), (4, 16)),     # kh 3
+    ((3, 2, 9, 48), (3, 24)),      # kh 3, Wo 24
+    ((2, 2, 254, 16), (2, 8)),     # kh 127, the largest coded
+]
+
+
+def _window_indices(x_shape, out, rng, mode):
+    """Argmax-like indices: each in its own window ('window'), or one per plane elsewhere
+    in the plane ('stray')."""
+    n, c, h, w = x_shape
+    oh, ow = out
+    kh, kw = h // oh, w // ow
+    r = rng.integers(0, kh, (n, c, oh, ow)) + np.arange(oh)[:, None] * kh
+    q = rng.integers(0, kw, (n, c, oh, ow)) + np.arange(ow) * kw
+    idx = r * w + q
+    if mode == "stray":
+        idx[0, 0, -1, -1] = 0 if idx[0, 0, -1, -1] else h * w - 1
+        idx[-1, -1, 0, 3] = idx[-1, -1, 0, 2]    # twice the same position
+    return idx
+
+
+@pytest.fixture
+def no_window(monkeypatch):
+    """The max-pool gradient as the scatter everywhere."""
+    monkeypatch.setattr(_plan, "SCATTER_WINDOW", False)
+    monkeypatch.setattr(functions, "_cache", {})
+
+
+@pytest.mark.parametrize("mode", [None, "stream_regions", "stream_everything"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_max_pool_gather_form_gives_the_scatters_bits(dtype, mode, request):
+    """The gather form (pg_scatter.h: pg_wcode_row, pg_wrowc) against the scatter: special
+    values (-0.0 becomes +0.0, NaN), int32 and int64 indices, planes with a stray index
+    (those take the scatter), grad_input at offsets from a cache line, strided and
+    negative-stride grad_input, streamed or not (streaming straight from the registers
+    where the planes allow it), 1 and 2 threads."""
+    if mode:
+        request.getfixturevalue(mode)
+    rng = np.random.default_rng(21)
+    cases = []
+    for x_shape, o in WINDOW_CASES:
+        for kind in ("window", "stray"):
+            idx = _window_indices(x_shape, o, rng, kind)
+            go = _special(idx.shape, dtype, rng)
+            for idx_dtype in (np.int64, np.int32):
+                for layout in ("c0", "c8", "gap", "flip"):
+                    cases.append((x_shape, go, idx.astype(idx_dtype), layout))
+
+    def runs():
+        outs = []
+        for x_shape, go, idx, layout in cases:
+            n = int(np.prod(x_shape))
+            if layout in ("c0", "c8"):
+                off = 0 if layout == "c0" else 4
+                out = np.full(n + off, 7, dtype)[off:].reshape(x_shape)
+            elif layout == "gap":    # rows of grad_input apart in memory
+                out = np.full(x_shape[:3] + (x_shape[3] + 5,), 7, dtype)[..., 2:-3]
+            else:
+                out = np.full(x_shape, 7, dtype)[:, :, ::-1]
+            for nt in (1, 2):
+                out[...] = 7
+                pg.adaptive_max_pool2d_backward(go, x_shape, idx, out=out, n_threads=nt)
+                outs.append(_bits(out))
+        return outs
+
+    window = runs()
+    request.getfixturevalue("no_window")
+    scatter = runs()
+    for a, b in zip(window, scatter):
+        assert np.array_equal(a, b)
+
+
+def test_max_pool_gather_form_plan_and_workspace():
+    """The gather form is planned only where the windows allow it, and its codes (a byte
+    per index, one per plane) are part of the workspace; a bad index anywhere leaves
+    grad_input untouched."""
+    rng = np.random.default_rng(5)
+    x_shape, out = (2, 3, 16, 32), (8, 16)
+    idx = _window_indices(x_shape, out, rng, "window")
+    go = make_array(idx.shape, np.float32, rng)
+    gi = np.empty(x_shape, np.float32)
+    op = pg.AdaptiveMaxPool2dBackward(go, x_shape, idx, gi)
+    assert op._kernel.shared_bytes >= idx.size + 6
+    assert op.workspace_size >= op._kernel.shared_bytes + op._kernel.scratch_bytes
+    op.execute(np.empty(op.workspace_size, np.uint8))
+    np.testing.assert_array_equal(gi, ref_adaptive_max_pool2d_backward(go, x_shape, idx))
+    for shape, o in [((2, 3, 16, 30), (8, 15)), ((2, 3, 16, 32), (8, 8)),
+                     ((2, 3, 15, 32), (2, 16)), ((2, 2, 256, 16), (2, 8))]:
+        j = np.zeros((shape[0], shape[1]) + o, np.int64)
+        k = pg.AdaptiveMaxPool2dBackward(np.zeros(j.shape, np.float32), shape, j,
+                                         np.empty(shape, np.float32))._kernel
+        assert k.shared_bytes == 0, shape
+    for bad_value in (-1, 16 * 32):
+        bad = idx.copy()
+        bad[1, 2, 7, 15] = bad_value
+        dst = np.full(x_shape, 5.0, np.float32)
+        with pytest.raises(pg.ParamInvalidError) as e:
+            pg.AdaptiveMaxPool2dBackward(go, x_shape, bad, dst).execute()
+        assert e.value.code == 161002
+        assert np.all(dst == 5.0)
 
 
 def _as(a, layout):
