@@ -31,6 +31,14 @@ def _bits(a):
     return np.ascontiguousarray(a).view(np.uint8)
 
 
+def _same_bits_after(request, fixture, runs):
+    """runs() gives the same bits before and after the fixture switches a kernel path."""
+    before = runs()
+    request.getfixturevalue(fixture)
+    for a, b in zip(before, runs(), strict=True):
+        assert np.array_equal(a, b)
+
+
 GLOBAL_AVG = [  # (x shape, kernel, stride, padding, count_include_pad, divisor_override)
     ((2, 5, 7, 7), 7, 7, 0, True, 0),
     ((3, 4, 5, 6), (5, 6), None, 0, True, 0),
@@ -406,11 +414,7 @@ def test_avx2_scatter_gives_the_same_bits_as_baseline(dtype, mode, request):
             outs.append(_bits(out))
         return outs
 
-    fast = runs()
-    request.getfixturevalue("baseline_simd")
-    base = runs()
-    for a, b in zip(fast, base):
-        assert np.array_equal(a, b)
+    _same_bits_after(request, "baseline_simd", runs)
 
 
 @pytest.mark.parametrize("idx_dtype", [np.int32, np.int64])
@@ -507,11 +511,7 @@ def test_max_pool_gather_form_gives_the_scatters_bits(dtype, mode, request):
                 outs.append(_bits(out))
         return outs
 
-    window = runs()
-    request.getfixturevalue("no_window")
-    scatter = runs()
-    for a, b in zip(window, scatter):
-        assert np.array_equal(a, b)
+    _same_bits_after(request, "no_window", runs)
 
 
 def test_max_pool_gather_form_plan_and_workspace():
