@@ -336,9 +336,10 @@ def scatter_sparse(plane, n_out, block):
     return n_out * SPARSE_VALUES <= plane and block >= SPARSE_BLOCK_VALUES
 
 
-# the max-pool gradient of a plane whose windows tile it (H = Ho*kh, W = Wo*kw) is first
-# tried as a gather (each grad_input row selected from its window row's indices), the
-# scatter only where some index lies outside its own window; False: always the scatter
+# the max-pool gradient whose windows, two wide, tile the plane (W = 2*Wo, H = Ho*kh): the
+# index check's pass codes each index's place in its window, and planes whose indices all
+# lie in their windows are written as a gather from those codes (_kernels._window_item),
+# the others scattered; False: always the scatter (the tests compare the two)
 SCATTER_WINDOW = True
 
 

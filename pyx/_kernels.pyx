@@ -1523,7 +1523,11 @@ cdef class MaxScatterKernel(PlannedKernel):
         # and index rows; the index check's pass then codes each index's place in its
         # window (a byte per index, and one per plane saying whether all lie in their
         # windows: the workspace's shared part)
-        g.window = (window and kind != K_F64 and g.nbh == 1 and g.L == 1 and g.Ho > 0
+        # (only where the CPU has the instructions: elsewhere the codes' workspace would be
+        # asked for and never used)
+        cdef int fk = 0 if kind == K_F32 else (1 if kind == K_BF16 else 2)
+        g.window = (window and kind != K_F64 and pg_scatter_fast(fk)
+                    and g.nbh == 1 and g.L == 1 and g.Ho > 0
                     and g.H % g.Ho == 0 and g.H // g.Ho < 128 and g.W == 2 * g.Wo
                     and g.Wo % 8 == 0 and g.gs[4] == 1 and g.js[4] == 1)
         g.kh = g.H // g.Ho if g.window else 0

@@ -324,6 +324,7 @@ static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
 {
     return (8 - pg_flush_head(dst, n, kind) % 8) % 8;
 }
+
 /*
  * The gather form of the max-pool gradient, for windows two wide that tile the plane
  * (W = 2*Wo, H = Ho*kh, kh < 128), eight outputs a step (Wo a multiple of 8).  Where every

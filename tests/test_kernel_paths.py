@@ -514,6 +514,7 @@ def test_max_pool_gather_form_gives_the_scatters_bits(dtype, mode, request):
     _same_bits_after(request, "no_window", runs)
 
 
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
 def test_max_pool_gather_form_plan_and_workspace():
     """The gather form is planned only where the windows allow it, and its codes (a byte
     per index, one per plane) are part of the workspace; a bad index anywhere leaves
