@@ -92,6 +92,9 @@ cdef extern from "pg_item.h" nogil:
         int region
         int single
         int dup2
+        const int64_t* wrun
+        Py_ssize_t nrun
+        const int64_t* hrun
     void pg_item_f32_run(const pg_item_f32* g, const float* gbase, float* xbase,
                          Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1,
                          float* grow, float* E, const float** rows, float* tmp)
@@ -945,6 +948,23 @@ cdef inline void _fill_strides(Py_ssize_t* dst, arr):
         dst[k] = arr.strides[k] // item
 
 
+def _item_runs(taps, Py_ssize_t m, Py_ssize_t W, hlo, hhi):
+    """The C item's run tables (pg_item.h): where each run of equal taps starts, then W
+    (one tap per column only; else None), and for each H index how many rows from it on
+    have the same covering windows."""
+    wrun = None
+    if m == 1:
+        tp = np.asarray(taps)
+        wrun = np.concatenate(([0], np.flatnonzero(tp[1:] != tp[:W - 1]) + 1, [W])).astype(np.int64)
+    lo, hi = np.asarray(hlo), np.asarray(hhi)
+    H = lo.shape[0]
+    hrun = np.ones(H, np.int64)
+    for i in range(H - 2, -1, -1):
+        if lo[i] == lo[i + 1] and hi[i] == hi[i + 1]:
+            hrun[i] = hrun[i + 1] + 1
+    return wrun, hrun
+
+
 cdef class AvgGatherKernel(PlannedKernel):
     """A planned average-pool gradient: the tables, blocks and typed views of one call.
 
@@ -1029,6 +1049,13 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.it.ww = &self.ww_f[0] if scale_w else NULL
             self.it.region = region and kind == K_F32
             self.it.single = self.it.dup2 = 0
+            runs = _item_runs(taps, g.m, g.W, hlo, hhi)
+            self._keep = self._keep + runs
+            t = runs[1]; self.it.hrun = &t[0]
+            self.it.wrun, self.it.nrun = NULL, 0
+            if runs[0] is not None:
+                t = runs[0]; self.it.wrun = &t[0]
+                self.it.nrun = runs[0].shape[0] - 1
             # R rows (pg_item.h) and a pointer each live where the E rows would (W floats
             # a row): (Wo + 2) values + 8 bytes, and up to 7 bytes of alignment
             if (g.m == 1 and (g.Wo + 2) * (4 if kind == K_F32 else 2) + 16 <= 4 * g.W

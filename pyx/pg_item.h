@@ -36,16 +36,81 @@ typedef struct {
     int single;   /* one tap per column (m = 1) and at most one covering window per D and H
                    * index: each grad_input value is one (rounded, for 16-bit) product */
     int dup2;     /* single, and column w's tap is w / 2 (kernel = stride = 2 along W) */
+    const int64_t *wrun;   /* m = 1: where each run of equal taps starts, then W; or NULL */
+    ptrdiff_t nrun;
+    const int64_t *hrun;   /* for each H index, how many rows from it on (to H) have the
+                            * same covering windows */
 } pg_item_f32;
+
+/* the rows from ih on, before h1, with the same covering H windows as row ih */
+static inline ptrdiff_t pg_item_hrun(const pg_item_f32 *g, ptrdiff_t ih, ptrdiff_t h1)
+{
+    const ptrdiff_t c = (ptrdiff_t)g->hrun[ih];
+    return c < h1 - ih ? c : h1 - ih;
+}
+
+#if PG_X86_DISPATCH
+/*
+ * A one-tap row (m = 1) through its runs of equal taps (g->wrun): dst[j] = src[tap[j]],
+ * times k where `scaled`.  Each run's value is formed once, broadcast and stored eight
+ * columns at a time: a run's last store overlaps the one before it, and a run shorter than
+ * eight stores on into the next run, which then overwrites those columns.  From the first
+ * run with no room for a whole store before W, columns go one at a time.  The same values
+ * (the same product, once per run) as the column loop, in a few instructions per run:
+ * adaptive windows are runs of W / Wo columns.
+ */
+PG_TARGET_AVX2
+static inline void pg_runs_f32_avx2(float *PG_RESTRICT dst, const float *PG_RESTRICT src,
+                                    const int64_t *tap, const int64_t *run, ptrdiff_t nrun,
+                                    ptrdiff_t W, float k, int scaled)
+{
+    ptrdiff_t i = 0;
+    for (; i < nrun && run[i] + 8 <= W; i++) {
+        const ptrdiff_t s = run[i], e = run[i + 1];
+        const float x = src[tap[s]];
+        const __m256 v = _mm256_set1_ps(scaled ? k * x : x);
+        ptrdiff_t j = s;
+        for (; j + 8 <= e; j += 8) _mm256_storeu_ps(dst + j, v);
+        if (j < e) _mm256_storeu_ps(dst + (e - s >= 8 ? e - 8 : j), v);
+    }
+    for (ptrdiff_t j = i < nrun ? run[i] : W; j < W; j++)
+        dst[j] = scaled ? k * src[tap[j]] : src[tap[j]];
+}
+
+/* the same for 16-bit values (no scaling: they are rounded already) */
+PG_TARGET_AVX2
+static inline void pg_runs_u16_avx2(uint16_t *PG_RESTRICT dst, const uint16_t *PG_RESTRICT src,
+                                    const int64_t *tap, const int64_t *run, ptrdiff_t nrun,
+                                    ptrdiff_t W)
+{
+    ptrdiff_t i = 0;
+    for (; i < nrun && run[i] + 8 <= W; i++) {
+        const ptrdiff_t s = run[i], e = run[i + 1];
+        const __m128i v = _mm_set1_epi16((short)src[tap[s]]);
+        ptrdiff_t j = s;
+        for (; j + 8 <= e; j += 8) _mm_storeu_si128((__m128i *)(dst + j), v);
+        if (j < e) _mm_storeu_si128((__m128i *)(dst + (e - s >= 8 ? e - 8 : j)), v);
+    }
+    for (ptrdiff_t j = i < nrun ? run[i] : W; j < W; j++) dst[j] = src[tap[j]];
+}
+#endif
 
 /* a grad_output row (already in grow, W-weighted, with the two sentinel slots after it)
  * expanded to the input width, times k: edge columns through the taps, the interior in
  * polyphase form */
 PG_ALWAYS_INLINE
 static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT grow,
-                                  float *PG_RESTRICT e, float k, float *tmp)
+                                  float *PG_RESTRICT e, float k, float *tmp, int avx)
 {
     const ptrdiff_t W = g->W, m = g->m;
+#if PG_X86_DISPATCH
+    if (avx && !g->P && g->wrun) {   /* one tap per column, no polyphase interior */
+        pg_runs_f32_avx2(e, grow, g->wtap, g->wrun, g->nrun, W, k, 1);
+        return;
+    }
+#else
+    (void)avx;
+#endif
     const ptrdiff_t e0 = g->P ? g->P * g->q0 : W, e1 = g->P ? g->P * g->q1 : W;
     ptrdiff_t j;
     for (int side = 0; side < 2; side++) {
@@ -93,7 +158,7 @@ static inline ptrdiff_t pg_item_cover(const pg_item_f32 *g, const float *E, ptrd
     return nr;
 }
 
-#define PG_DEFINE_ITEM(NAME, ATTR, REGION)                                                  \
+#define PG_DEFINE_ITEM(NAME, ATTR, REGION, AVX)                                             \
 ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,               \
                       ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,               \
                       float *PG_RESTRICT grow, float *PG_RESTRICT E,                        \
@@ -113,7 +178,7 @@ ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,   
             if (ww) { for (j = 0; j < Wo; j++) grow[j] = src[j] * ww[j]; }                  \
             else    { for (j = 0; j < Wo; j++) grow[j] = src[j]; }                          \
             pg_item_expand(g, grow, E + ((od - od0) * noh + (oh - oh0)) * W,                \
-                           g->wd[od] * g->wh[oh], tmp);                                     \
+                           g->wd[od] * g->wh[oh], tmp, AVX);                                \
         }                                                                                   \
     }                                                                                       \
     /* outputs larger than the cache: an item's rows of one D row follow each other in      \
@@ -155,16 +220,17 @@ ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,   
 
 /* built with and without the region writer (a constant, so the plain build carries none of
  * its tests), for baseline x86-64 and AVX2 */
-PG_DEFINE_ITEM(pg_item_base_f32, , 0)
-PG_DEFINE_ITEM(pg_item_base_sw_f32, , 1)
+PG_DEFINE_ITEM(pg_item_base_f32, , 0, 0)
+PG_DEFINE_ITEM(pg_item_base_sw_f32, , 1, 0)
 #if PG_X86_DISPATCH
-PG_DEFINE_ITEM(pg_item_avx2_f32, PG_TARGET_AVX2, 0)
-PG_DEFINE_ITEM(pg_item_avx2_sw_f32, PG_TARGET_AVX2, 1)
+PG_DEFINE_ITEM(pg_item_avx2_f32, PG_TARGET_AVX2, 0, 1)
+PG_DEFINE_ITEM(pg_item_avx2_sw_f32, PG_TARGET_AVX2, 1, 1)
 #endif
 
 #if PG_X86_DISPATCH
-/* the nbytes at src copied to c rows dst, dst + step, ...: each 32-byte chunk loaded once
- * (the last one overlapping the one before), stored to every row */
+/* the nbytes at src copied to c rows dst, dst + step, ...: loaded once (128-byte blocks, or
+ * up to four vectors for a shorter row, the last one overlapping the one before), stored to
+ * every row */
 PG_TARGET_AVX2
 static void pg_copy_row_avx2(char *dst, ptrdiff_t step, ptrdiff_t c, const char *src,
                              ptrdiff_t nbytes)
@@ -173,12 +239,29 @@ static void pg_copy_row_avx2(char *dst, ptrdiff_t step, ptrdiff_t c, const char 
         for (ptrdiff_t t = 0; t < c; t++) memcpy(dst + t * step, src, (size_t)nbytes);
         return;
     }
-    for (ptrdiff_t off = 0;; off += 32) {
-        if (off + 32 > nbytes) off = nbytes - 32;
-        const __m256i v = _mm256_loadu_si256((const __m256i *)(src + off));
+    /* offsets of four vectors: a 128-byte block, or a row of 32..127 bytes whole */
+    ptrdiff_t o1 = 32, o2 = 64, o3 = 96, blk = 128;
+    if (nbytes < 128) {
+        o3 = nbytes - 32;
+        o2 = nbytes >= 64 ? nbytes - 64 : 0;
+        o1 = nbytes >= 96 ? 32 : o3;
+        blk = nbytes;
+    }
+    for (ptrdiff_t off = 0;; off += blk) {
+        if (off + blk > nbytes) off = nbytes - blk;
+        const char *s = src + off;
+        const __m256i a = _mm256_loadu_si256((const __m256i *)s);
+        const __m256i b = _mm256_loadu_si256((const __m256i *)(s + o1));
+        const __m256i e = _mm256_loadu_si256((const __m256i *)(s + o2));
+        const __m256i f = _mm256_loadu_si256((const __m256i *)(s + o3));
         char *d = dst + off;
-        for (ptrdiff_t t = 0; t < c; t++, d += step) _mm256_storeu_si256((__m256i *)d, v);
-        if (off + 32 == nbytes) break;
+        for (ptrdiff_t t = 0; t < c; t++, d += step) {
+            _mm256_storeu_si256((__m256i *)d, a);
+            _mm256_storeu_si256((__m256i *)(d + o1), b);
+            _mm256_storeu_si256((__m256i *)(d + o2), e);
+            _mm256_storeu_si256((__m256i *)(d + o3), f);
+        }
+        if (off + blk == nbytes) break;
     }
 }
 
@@ -321,8 +404,7 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
         for (ptrdiff_t ih = h0; ih < h1;) {
             /* a run of c rows under the same H window: one row formed, the others copies */
             const ptrdiff_t p = g->hlo[ih], q = g->hhi[ih];
-            ptrdiff_t c = 1;
-            while (ih + c < h1 && g->hlo[ih + c] == p && g->hhi[ih + c] == q) c++;
+            const ptrdiff_t c = pg_item_hrun(g, ih, h1);
             char *const dst = xbase + (idd * g->xs2 + ih * g->xs3) * es;
             ih += c;
             if (q <= p || !dcov) {
@@ -332,8 +414,7 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
             }
             const ptrdiff_t e = (a - od0) * noh + (p - oh0);
             if (first[e]) {
-                for (ptrdiff_t t = 0; t < c; t++)
-                    memcpy(dst + t * step, first[e], (size_t)(W * es));
+                pg_copy_row_avx2(dst, step, c, first[e], W * es);
                 continue;
             }
             first[e] = dst;
@@ -364,7 +445,14 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
                 }
                 j += blk;
             }
-            if (es == 2) {
+            if (!two && j == 0 && g->wrun) {
+                if (es == 2)
+                    pg_runs_u16_avx2((uint16_t *)dst, (const uint16_t *)r, tap, g->wrun,
+                                     g->nrun, W);
+                else
+                    pg_runs_f32_avx2((float *)dst, (const float *)r, tap, g->wrun, g->nrun,
+                                     W, 1.0f, 0);
+            } else if (es == 2) {
                 for (; j < W; j++) {
                     const uint16_t v = ((const uint16_t *)r)[tap[j]];
                     ((uint16_t *)dst)[j] = v;
@@ -377,8 +465,8 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
                     if (two) ((float *)dst2)[j] = v;
                 }
             }
-            for (ptrdiff_t t = two ? 2 : 1; t < c; t++)
-                memcpy(dst + t * step, dst, (size_t)(W * es));
+            const ptrdiff_t t0 = two ? 2 : 1;
+            if (c > t0) pg_copy_row_avx2(dst + t0 * step, step, c - t0, dst, W * es);
         }
     }
 }
@@ -422,7 +510,7 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
             if (bf16) pg_load_bf16_avx2(grow, src, g->ww, Wo);
             else pg_load_f16_avx2(grow, src, g->ww, Wo);
             pg_item_expand(g, grow, E + ((od - od0) * noh + (oh - oh0)) * W,
-                           g->wd[od] * g->wh[oh], tmp);
+                           g->wd[od] * g->wh[oh], tmp, 1);
         }
     }
     for (ptrdiff_t idd = d0; idd < d1; idd++) {
@@ -438,9 +526,7 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
             else pg_combine_f16_avx2(dst, rows, nr, W);
             /* the rows after it with the same covering windows have the same E rows and
              * the same sum: its rounded values again (stride >= kernel, adaptive windows) */
-            const ptrdiff_t p = g->hlo[ih], q = g->hhi[ih];
-            ptrdiff_t c = 1;
-            while (ih + c < h1 && g->hlo[ih + c] == p && g->hhi[ih + c] == q) c++;
+            const ptrdiff_t c = pg_item_hrun(g, ih, h1);
             if (c > 1) pg_copy_row_avx2((char *)(dst + g->xs3), g->xs3 * 2, c - 1,
                                         (const char *)dst, W * 2);
             ih += c - 1;

@@ -329,6 +329,49 @@ def test_avx2_loops_give_the_same_bits_as_baseline(dtype, request):
         assert np.array_equal(a, b)
 
 
+# one tap per column (pg_item.h's runs of equal taps, stored eight columns at a time):
+# adaptive W windows of 3 (a short run's store runs on into the next), 12 and 18 (the last
+# store overlaps), a width under 8 and a last run without room for a whole store; overlapping
+# or separate D/H windows (the general item and the one-value-per-window one); pooling with
+# kernel = stride 3 and an uncovered last column, and stride past the kernel (gaps)
+RUN_ADAPTIVE = [((2, 3, 4, 5, 48), (3, 5, 16)), ((2, 3, 5, 6, 96), (2, 3, 8)),
+                ((2, 3, 3, 4, 7), (2, 3, 7)), ((2, 3, 2, 3, 9), (2, 2, 3)),
+                ((1, 4, 6, 9, 72), (6, 9, 4)), ((2, 3, 15, 7, 63), (4, 7, 7))]
+RUN_AVG = [((2, 3, 9, 20), 3, 3, 0), ((2, 3, 8, 29), 2, 3, 0), ((1, 2, 10, 37), 5, 5, 2)]
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_one_tap_runs_give_the_same_bits_as_baseline(dtype, request):
+    rng = np.random.default_rng(15)
+    cases = []
+    for x_shape, o in RUN_ADAPTIVE:
+        go = _special(x_shape[:2] + o, dtype, rng)
+        cases.append((lambda go, x, out, nt:
+                       pg.adaptive_avg_pool3d_backward(go, x, out=out, n_threads=nt),
+                       go, x_shape))
+    for x_shape, k, s, p in RUN_AVG:
+        y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, s, p)
+        go = _special(y.shape, dtype, rng)
+        cases.append((lambda go, x, out, nt, k=k, s=s, p=p:
+                       pg.avg_pool2d_backward(go, x, k, s, p, out=out, n_threads=nt),
+                       go, x_shape))
+
+    def runs():
+        outs = []
+        for fn, go, x_shape in cases:
+            # rows of grad_input with room after them: nothing is written past a row
+            big = np.full(x_shape[:-1] + (x_shape[-1] + 9,), 7, dtype)
+            for out in (np.full(x_shape, 7, dtype), big[..., 1:1 + x_shape[-1]]):
+                for nt in (1, 2):
+                    fn(go, x_shape, out, nt)
+                    outs.append(_bits(out))
+            assert np.all(big[..., :1] == 7) and np.all(big[..., 1 + x_shape[-1]:] == 7)
+        return outs
+
+    _same_bits_after(request, "baseline_simd", runs)
+
+
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
 def test_avx2_bfloat16_rounding_shortcut_gives_the_same_bits(request):
     """Non-overlapping bfloat16 items and the max-pool block store skip the full rounding
