@@ -95,6 +95,7 @@ cdef extern from "pg_item.h" nogil:
         const int64_t* wrun
         Py_ssize_t nrun
         const int64_t* hrun
+        int sent
     void pg_item_f32_run(const pg_item_f32* g, const float* gbase, float* xbase,
                          Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1,
                          float* grow, float* E, const float** rows, float* tmp)
@@ -1053,6 +1054,7 @@ cdef class AvgGatherKernel(PlannedKernel):
             self._keep = self._keep + runs
             t = runs[1]; self.it.hrun = &t[0]
             self.it.wrun, self.it.nrun = NULL, 0
+            self.it.sent = int(np.asarray(taps).max()) >= g.Wo
             if runs[0] is not None:
                 t = runs[0]; self.it.wrun = &t[0]
                 self.it.nrun = runs[0].shape[0] - 1

@@ -40,6 +40,7 @@ typedef struct {
     ptrdiff_t nrun;
     const int64_t *hrun;   /* for each H index, how many rows from it on (to H) have the
                             * same covering windows */
+    int sent;              /* some tap is a sentinel slot (an empty cover, a padding tap) */
 } pg_item_f32;
 
 /* the rows from ih on, before h1, with the same covering H windows as row ih */
@@ -301,7 +302,7 @@ static inline void pg_item_copy_d(const pg_item_f32 *g, void *xbase, ptrdiff_t i
  * products, in one pass */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_r_row_h16(uint16_t *r, const uint16_t *src, const float *ww, float k,
-                                ptrdiff_t Wo, int bf16)
+                                ptrdiff_t Wo, int bf16, int sent)
 {
     const __m256 kv = _mm256_set1_ps(k);
     ptrdiff_t j = 0;
@@ -335,6 +336,8 @@ static inline void pg_r_row_h16(uint16_t *r, const uint16_t *src, const float *w
             if (j + 8 == Wo) break;
         }
     }
+    if (!sent)
+        return;
     const float z0 = k * 0.0f, z1 = k * -0.0f;
     r[Wo] = bf16 ? pg_f32_to_bf16(z0) : _cvtss_sh(z0, _MM_FROUND_TO_NEAREST_INT);
     r[Wo + 1] = bf16 ? pg_f32_to_bf16(z1) : _cvtss_sh(z1, _MM_FROUND_TO_NEAREST_INT);
@@ -343,7 +346,7 @@ static inline void pg_r_row_h16(uint16_t *r, const uint16_t *src, const float *w
 /* one R row: k * grad_output row (times the W weights), float32 */
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
 static inline void pg_r_row_f32(float *r, const float *src, const float *ww, float k,
-                                ptrdiff_t Wo)
+                                ptrdiff_t Wo, int sent)
 {
     const __m256 kv = _mm256_set1_ps(k);
     ptrdiff_t j = 0;
@@ -353,6 +356,8 @@ static inline void pg_r_row_f32(float *r, const float *src, const float *ww, flo
         _mm256_storeu_ps(r + j, _mm256_mul_ps(kv, v));
     }
     for (; j < Wo; j++) r[j] = k * (ww ? src[j] * ww[j] : src[j]);
+    if (!sent)
+        return;
     r[Wo] = k * 0.0f;          /* the sentinel slots: an empty cover, a padding tap */
     r[Wo + 1] = k * -0.0f;
 }
@@ -383,17 +388,26 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
             char *r = R + ((od - od0) * noh + (oh - oh0)) * rl * es;
             const float k = g->wd[od] * g->wh[oh];
             if (kind == 0) {
-                pg_r_row_f32((float *)r, (const float *)src, g->ww, k, Wo);
+                pg_r_row_f32((float *)r, (const float *)src, g->ww, k, Wo, g->sent);
                 continue;
             }
-            pg_r_row_h16((uint16_t *)r, (const uint16_t *)src, g->ww, k, Wo, kind == 1);
+            pg_r_row_h16((uint16_t *)r, (const uint16_t *)src, g->ww, k, Wo, kind == 1, g->sent);
         }
     }
-    /* after the R rows: for each, the first grad_input row made from it, which the later
-     * ones copy (the next H rows of a window, the next D planes) */
+    /* after the R rows: for each, the first grad_input row made from it, which later runs
+     * of rows copy: the next D planes under the same window where pg_item_same_d cannot
+     * copy them as one slab (rows not contiguous).  Otherwise each R row serves one run of
+     * rows (the rows, and the planes, under one window are consecutive) and there is no
+     * table to clear */
     const ptrdiff_t nE = (od1 - od0) * noh;
-    const char **first = (const char **)(R + ((nE * rl * es + 7) & ~(ptrdiff_t)7));
-    for (ptrdiff_t e = 0; e < nE; e++) first[e] = NULL;
+    int reuse = 0;
+    for (ptrdiff_t idd = d0 + 1; idd < d1 && g->xs3 != W && !reuse; idd++)
+        reuse = g->dlo[idd] == g->dlo[idd - 1] && g->dhi[idd] == g->dhi[idd - 1];
+    const char **first = NULL;
+    if (reuse) {
+        first = (const char **)(R + ((nE * rl * es + 7) & ~(ptrdiff_t)7));
+        for (ptrdiff_t e = 0; e < nE; e++) first[e] = NULL;
+    }
     for (ptrdiff_t idd = d0; idd < d1; idd++) {
         if (pg_item_same_d(g, d0, idd)) {
             pg_item_copy_d(g, xbase, idd, h0, h1, es);
@@ -413,11 +427,11 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
                 continue;
             }
             const ptrdiff_t e = (a - od0) * noh + (p - oh0);
-            if (first[e]) {
+            if (first && first[e]) {
                 pg_copy_row_avx2(dst, step, c, first[e], W * es);
                 continue;
             }
-            first[e] = dst;
+            if (first) first[e] = dst;
             const char *r = R + e * rl * es;
             const int64_t *tap = g->wtap;
             ptrdiff_t j = 0;
