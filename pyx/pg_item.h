@@ -350,12 +350,17 @@ static inline void pg_r_row_f32(float *r, const float *src, const float *ww, flo
 {
     const __m256 kv = _mm256_set1_ps(k);
     ptrdiff_t j = 0;
-    for (; j + 8 <= Wo; j += 8) {
-        __m256 v = _mm256_loadu_ps(src + j);
-        if (ww) v = _mm256_mul_ps(v, _mm256_loadu_ps(ww + j));
-        _mm256_storeu_ps(r + j, _mm256_mul_ps(kv, v));
+    if (Wo < 8) {
+        for (; j < Wo; j++) r[j] = k * (ww ? src[j] * ww[j] : src[j]);
+    } else {
+        for (;; j += 8) {
+            if (j + 8 > Wo) j = Wo - 8;   /* the last block overlaps: equal values again */
+            __m256 v = _mm256_loadu_ps(src + j);
+            if (ww) v = _mm256_mul_ps(v, _mm256_loadu_ps(ww + j));
+            _mm256_storeu_ps(r + j, _mm256_mul_ps(kv, v));
+            if (j + 8 == Wo) break;
+        }
     }
-    for (; j < Wo; j++) r[j] = k * (ww ? src[j] * ww[j] : src[j]);
     if (!sent)
         return;
     r[Wo] = k * 0.0f;          /* the sentinel slots: an empty cover, a padding tap */
@@ -435,25 +440,43 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
             const char *r = R + e * rl * es;
             const int64_t *tap = g->wtap;
             ptrdiff_t j = 0;
-            /* kernel = stride = 2 along W: each value twice, from 16 bytes of R to 32 of
-             * grad_input, stored to the run's first two rows at once; the last block
-             * starts at an even column and overlaps the one before (equal values again),
-             * an odd W's last column is left to the loop */
-            const ptrdiff_t blk = 32 / es;
-            const int two = c >= 2 && g->dup2 && W >= blk;
+            /* kernel = stride = 2 along W: each value twice, from 32 bytes of R to 64 of
+             * grad_input (16 to 32 where the row is shorter), stored to the run's first two
+             * rows at once; the last block starts at an even column and overlaps the one
+             * before (equal values again), an odd W's last column is left to the loop */
+            const ptrdiff_t b32 = 32 / es, blk = W >= 2 * b32 ? 2 * b32 : b32;
+            const int two = c >= 2 && g->dup2 && W >= b32;
             char *const dst2 = dst + step;
-            if (g->dup2 && W >= blk) {
+            if (g->dup2 && W >= b32) {
                 for (;; j += blk) {
                     if (j + blk > W) j = (W - blk) & ~(ptrdiff_t)1;
-                    const __m128i v = _mm_loadu_si128((const __m128i *)(r + j / 2 * es));
-                    __m128i lo, hi;
-                    if (es == 2) { lo = _mm_unpacklo_epi16(v, v); hi = _mm_unpackhi_epi16(v, v); }
-                    else { lo = _mm_unpacklo_epi32(v, v); hi = _mm_unpackhi_epi32(v, v); }
-                    _mm_storeu_si128((__m128i *)(dst + j * es), lo);
-                    _mm_storeu_si128((__m128i *)(dst + j * es + 16), hi);
-                    if (two) {
-                        _mm_storeu_si128((__m128i *)(dst2 + j * es), lo);
-                        _mm_storeu_si128((__m128i *)(dst2 + j * es + 16), hi);
+                    const char *const s = r + j / 2 * es;
+                    const ptrdiff_t o = j * es;
+                    if (blk > b32) {
+                        const __m256i v = _mm256_loadu_si256((const __m256i *)s);
+                        __m256i lo, hi;
+                        if (es == 2) { lo = _mm256_unpacklo_epi16(v, v); hi = _mm256_unpackhi_epi16(v, v); }
+                        else { lo = _mm256_unpacklo_epi32(v, v); hi = _mm256_unpackhi_epi32(v, v); }
+                        /* lo, hi hold the doubled values of each 128-bit half in turn */
+                        const __m256i a = _mm256_permute2x128_si256(lo, hi, 0x20);
+                        const __m256i b = _mm256_permute2x128_si256(lo, hi, 0x31);
+                        _mm256_storeu_si256((__m256i *)(dst + o), a);
+                        _mm256_storeu_si256((__m256i *)(dst + o + 32), b);
+                        if (two) {
+                            _mm256_storeu_si256((__m256i *)(dst2 + o), a);
+                            _mm256_storeu_si256((__m256i *)(dst2 + o + 32), b);
+                        }
+                    } else {
+                        const __m128i v = _mm_loadu_si128((const __m128i *)s);
+                        __m128i lo, hi;
+                        if (es == 2) { lo = _mm_unpacklo_epi16(v, v); hi = _mm_unpackhi_epi16(v, v); }
+                        else { lo = _mm_unpacklo_epi32(v, v); hi = _mm_unpackhi_epi32(v, v); }
+                        _mm_storeu_si128((__m128i *)(dst + o), lo);
+                        _mm_storeu_si128((__m128i *)(dst + o + 16), hi);
+                        if (two) {
+                            _mm_storeu_si128((__m128i *)(dst2 + o), lo);
+                            _mm_storeu_si128((__m128i *)(dst2 + o + 16), hi);
+                        }
                     }
                     if (j + blk >= W - 1) break;
                 }

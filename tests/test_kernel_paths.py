@@ -281,8 +281,10 @@ def test_avx2_loops_give_the_same_bits_as_baseline(dtype, request):
         # non-overlapping windows (each value weighted and rounded once, pg_item.h):
         # kernel = stride = 2 with an odd width (ceil_mode), an uncovered last column,
         # and adaptive integer ratios
+        # (rows of 64-byte blocks, of 32-byte blocks only: W = 13, and 17 in 16 bits)
         for x_shape, ceil in [((2, 3, 21, 35), True), ((2, 3, 20, 41), False),
-                              ((1, 2, 6, 17), True), ((2, 3, 7, 5), True)]:   # Wo < 8
+                              ((1, 2, 6, 17), True), ((2, 3, 6, 13), False),
+                              ((2, 3, 7, 5), True)]:   # Wo < 8
             y = pg.avg_pool2d(np.zeros(x_shape, np.float32), 2, 2, 0, ceil_mode=ceil)
             go = _special(y.shape, dtype, np.random.default_rng(12))
             for layout in ("c", "channels_last"):
