@@ -161,6 +161,21 @@ def taps(lo, hi, n_out):
     return np.ascontiguousarray(t.reshape(-1), dtype=np.int64)
 
 
+def item_runs(tp, width, hcover):
+    """Run tables of the C item (pyx/pg_item.h): where each run of equal taps starts, then
+    the width (a tap table of one tap per column only; else None), and for each H index how
+    many rows from it on have the same covering windows."""
+    wrun = None
+    if tp is not None and tp.shape[0] == width:
+        wrun = np.concatenate(([0], np.flatnonzero(tp[1:] != tp[:-1]) + 1, [width]))
+        wrun = np.ascontiguousarray(wrun, dtype=np.int64)
+    lo, hi = hcover
+    starts = np.concatenate(([0], np.flatnonzero((lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])) + 1))
+    ends = np.append(starts[1:], len(lo))
+    hrun = np.ascontiguousarray(np.repeat(ends, ends - starts) - np.arange(len(lo)), np.int64)
+    return wrun, hrun
+
+
 def polyphase(lo, hi, period):
     """Interior of the W expansion in polyphase form (pyx/pg_expand.h): (q0, q1, c, m) such
     that for q0 <= q < q1 and r < period, column period*q + r is covered by the output
@@ -419,7 +434,9 @@ def gather_geometry(spec, shape6, acc, n_cpu, folded=False):
     poly = (polyphase(*covs[2], w_period)
             if lanes == 1 and ((w_period or 0) <= 2 or tp is None) else None)
     wts = tuple(np.ascontiguousarray(x, dtype=acc) for x in weights)
-    for arr in tables + wts + ((tp,) if tp is not None else ()) + (poly[2:] if poly else ()):
-        arr.flags.writeable = False
+    runs = item_runs(tp, w, covs[1])
+    for arr in tables + wts + runs + (tp,) + (poly[2:] if poly else ()):
+        if arr is not None:
+            arr.flags.writeable = False
     terms = int((covs[0][1] - covs[0][0]).max()) * int((covs[1][1] - covs[1][0]).max())
-    return tables, tp, poly, wts, bd, bh, rows, terms, scale_w
+    return tables, tp, runs, poly, wts, bd, bh, rows, terms, scale_w

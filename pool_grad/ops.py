@@ -68,14 +68,14 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     """Plan the separable average-pool gradient of one call (geometry from the cache)."""
     fill = _plan.constant_planes(spec)
     go6, gi6, tstore, folded = _plan.gather_views6(go, gi, n_spatial, fill)
-    tables, taps, poly, weights, bd, bh, rows, terms, scale_w = _plan.gather_geometry(
+    tables, taps, runs, poly, weights, bd, bh, rows, terms, scale_w = _plan.gather_geometry(
         spec, gi6.shape, np.dtype(_acc_dtype(go.dtype)), _threads.CPU_COUNT, folded)
     n, c, d, h, w, lanes = gi6.shape
     scratch = (8 if go.dtype == np.float64 else 4) * (
         3 * terms + (go6.shape[4] + 2 + 2 * w + rows * w + (h * w if tstore else 0)) * lanes)
     v.memory_fits(scratch * _threads.CPU_COUNT, "grad_output", "scratch rows")
     return _kernels.AvgGatherKernel(go6, gi6, _plan.KINDS[go.dtype], rnd, tables, taps,
-                                    poly, weights, bd, bh, rows, terms, scale_w,
+                                    runs, poly, weights, bd, bh, rows, terms, scale_w,
                                     _plan.streaming(gi6), tstore, fill,
                                     _plan.streaming_region(gi6))
 

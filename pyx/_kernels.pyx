@@ -949,23 +949,6 @@ cdef inline void _fill_strides(Py_ssize_t* dst, arr):
         dst[k] = arr.strides[k] // item
 
 
-def _item_runs(taps, Py_ssize_t m, Py_ssize_t W, hlo, hhi):
-    """The C item's run tables (pg_item.h): where each run of equal taps starts, then W
-    (one tap per column only; else None), and for each H index how many rows from it on
-    have the same covering windows."""
-    wrun = None
-    if m == 1:
-        tp = np.asarray(taps)
-        wrun = np.concatenate(([0], np.flatnonzero(tp[1:] != tp[:W - 1]) + 1, [W])).astype(np.int64)
-    lo, hi = np.asarray(hlo), np.asarray(hhi)
-    H = lo.shape[0]
-    hrun = np.ones(H, np.int64)
-    for i in range(H - 2, -1, -1):
-        if lo[i] == lo[i + 1] and hi[i] == hi[i + 1]:
-            hrun[i] = hrun[i + 1] + 1
-    return wrun, hrun
-
-
 cdef class AvgGatherKernel(PlannedKernel):
     """A planned average-pool gradient: the tables, blocks and typed views of one call.
 
@@ -984,13 +967,13 @@ cdef class AvgGatherKernel(PlannedKernel):
     cdef const float[::1] wd_f, wh_f, ww_f
     cdef const double[::1] wd_d, wh_d, ww_d
 
-    def __init__(self, go6, gi6, int kind, int rnd, tables, taps, poly, weights, Py_ssize_t bd,
-                 Py_ssize_t bh, Py_ssize_t rows, Py_ssize_t max_terms, bint scale_w,
+    def __init__(self, go6, gi6, int kind, int rnd, tables, taps, runs, poly, weights,
+                 Py_ssize_t bd, Py_ssize_t bh, Py_ssize_t rows, Py_ssize_t max_terms, bint scale_w,
                  bint stream, bint tstore=False, bint fill=False, bint region=False):
         cdef const int64_t[::1] t
         dlo, dhi, hlo, hhi, wlo, whi = tables
         wd, wh, ww = weights
-        self._keep = (go6, gi6, tables, taps, poly, weights)
+        self._keep = (go6, gi6, tables, taps, runs, poly, weights)
         g = &self.g
         g.N, g.C, g.D, g.H, g.W, g.L = gi6.shape
         g.Wo = go6.shape[4]
@@ -1050,8 +1033,6 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.it.ww = &self.ww_f[0] if scale_w else NULL
             self.it.region = region and kind == K_F32
             self.it.single = self.it.dup2 = 0
-            runs = _item_runs(taps, g.m, g.W, hlo, hhi)
-            self._keep = self._keep + runs
             t = runs[1]; self.it.hrun = &t[0]
             self.it.wrun, self.it.nrun = NULL, 0
             self.it.sent = int(np.asarray(taps).max()) >= g.Wo

@@ -455,8 +455,13 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
                     if (blk > b32) {
                         const __m256i v = _mm256_loadu_si256((const __m256i *)s);
                         __m256i lo, hi;
-                        if (es == 2) { lo = _mm256_unpacklo_epi16(v, v); hi = _mm256_unpackhi_epi16(v, v); }
-                        else { lo = _mm256_unpacklo_epi32(v, v); hi = _mm256_unpackhi_epi32(v, v); }
+                        if (es == 2) {
+                            lo = _mm256_unpacklo_epi16(v, v);
+                            hi = _mm256_unpackhi_epi16(v, v);
+                        } else {
+                            lo = _mm256_unpacklo_epi32(v, v);
+                            hi = _mm256_unpackhi_epi32(v, v);
+                        }
                         /* lo, hi hold the doubled values of each 128-bit half in turn */
                         const __m256i a = _mm256_permute2x128_si256(lo, hi, 0x20);
                         const __m256i b = _mm256_permute2x128_si256(lo, hi, 0x31);
@@ -469,8 +474,13 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
                     } else {
                         const __m128i v = _mm_loadu_si128((const __m128i *)s);
                         __m128i lo, hi;
-                        if (es == 2) { lo = _mm_unpacklo_epi16(v, v); hi = _mm_unpackhi_epi16(v, v); }
-                        else { lo = _mm_unpacklo_epi32(v, v); hi = _mm_unpackhi_epi32(v, v); }
+                        if (es == 2) {
+                            lo = _mm_unpacklo_epi16(v, v);
+                            hi = _mm_unpackhi_epi16(v, v);
+                        } else {
+                            lo = _mm_unpacklo_epi32(v, v);
+                            hi = _mm_unpackhi_epi32(v, v);
+                        }
                         _mm_storeu_si128((__m128i *)(dst + o), lo);
                         _mm_storeu_si128((__m128i *)(dst + o + 16), hi);
                         if (two) {
