@@ -137,6 +137,34 @@ static inline void pg_load_lanes_f32(float *dst, const float *src, ptrdiff_t so,
     PG_PICK(pg_load_lanes, f32, dst, src, so, w, Wo, L);
 }
 
+#if PG_X86_DISPATCH
+/* the streaming combine's whole lines [head, body_end) with 32-byte loads and non-temporal
+ * stores, one and two terms without the loop over rows (the same sums, left to right);
+ * the rest of the row with ordinary stores */
+PG_TARGET_AVX2
+static void pg_combine_stream_avx2_f32(float *dst, const float *const *rows, ptrdiff_t nr,
+                                       ptrdiff_t n, ptrdiff_t head, ptrdiff_t body_end)
+{
+    ptrdiff_t j;
+    const float *a = rows[0];
+    for (j = 0; j < head; j++) dst[j] = pg_combine1_f32(rows, nr, j);
+    if (nr == 1) {
+        for (; j < body_end; j += 8) _mm256_stream_ps(dst + j, _mm256_loadu_ps(a + j));
+    } else if (nr == 2) {
+        const float *b = rows[1];
+        for (; j < body_end; j += 8)
+            _mm256_stream_ps(dst + j, _mm256_add_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j)));
+    } else {
+        for (; j < body_end; j += 8) {
+            __m256 s = _mm256_add_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(rows[1] + j));
+            for (ptrdiff_t r = 2; r < nr; r++) s = _mm256_add_ps(s, _mm256_loadu_ps(rows[r] + j));
+            _mm256_stream_ps(dst + j, s);
+        }
+    }
+    for (; j < n; j++) dst[j] = pg_combine1_f32(rows, nr, j);
+}
+#endif
+
 static inline void pg_combine_f32(float *dst, const float *const *rows, ptrdiff_t nr,
                                   ptrdiff_t n, int stream)
 {
@@ -147,6 +175,12 @@ static inline void pg_combine_f32(float *dst, const float *const *rows, ptrdiff_
 #if PG_HAVE_STREAM
     ptrdiff_t j = 0, head = n, body_end = n;
     PG_LINES(float, dst, n, head, body_end);
+#if PG_X86_DISPATCH
+    if (pg_have_avx2()) {
+        pg_combine_stream_avx2_f32(dst, rows, nr, n, head, body_end);
+        return;
+    }
+#endif
     for (j = 0; j < head; j++) dst[j] = pg_combine1_f32(rows, nr, j);
     for (; j < body_end; j += 4) {
         __m128 s = _mm_loadu_ps(rows[0] + j);
