@@ -161,10 +161,11 @@ def taps(lo, hi, n_out):
     return np.ascontiguousarray(t.reshape(-1), dtype=np.int64)
 
 
-def item_runs(tp, width, hcover):
+def item_runs(tp, width, hcover, n_out):
     """Run tables of the C item (pyx/pg_item.h): where each run of equal taps starts, then
-    the width (a tap table of one tap per column only; else None), and for each H index how
-    many rows from it on have the same covering windows."""
+    the width (a tap table of one tap per column only; else None), for each H index how
+    many rows from it on have the same covering windows, and whether a tap reaches the
+    sentinel slots after the n_out grad_output columns."""
     wrun = None
     if tp is not None and tp.shape[0] == width:
         wrun = np.concatenate(([0], np.flatnonzero(tp[1:] != tp[:-1]) + 1, [width]))
@@ -173,7 +174,8 @@ def item_runs(tp, width, hcover):
     starts = np.concatenate(([0], np.flatnonzero((lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])) + 1))
     ends = np.append(starts[1:], len(lo))
     hrun = np.ascontiguousarray(np.repeat(ends, ends - starts) - np.arange(len(lo)), np.int64)
-    return wrun, hrun
+    sent = tp is not None and tp.size > 0 and int(tp.max()) >= n_out
+    return wrun, hrun, sent
 
 
 def polyphase(lo, hi, period):
@@ -434,8 +436,8 @@ def gather_geometry(spec, shape6, acc, n_cpu, folded=False):
     poly = (polyphase(*covs[2], w_period)
             if lanes == 1 and ((w_period or 0) <= 2 or tp is None) else None)
     wts = tuple(np.ascontiguousarray(x, dtype=acc) for x in weights)
-    runs = item_runs(tp, w, covs[1])
-    for arr in tables + wts + runs + (tp,) + (poly[2:] if poly else ()):
+    runs = item_runs(tp, w, covs[1], len(windows[2][0]))
+    for arr in tables + wts + runs[:2] + (tp,) + (poly[2:] if poly else ()):
         if arr is not None:
             arr.flags.writeable = False
     terms = int((covs[0][1] - covs[0][0]).max()) * int((covs[1][1] - covs[1][0]).max())

@@ -1035,7 +1035,7 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.it.single = self.it.dup2 = 0
             t = runs[1]; self.it.hrun = &t[0]
             self.it.wrun, self.it.nrun = NULL, 0
-            self.it.sent = int(np.asarray(taps).max()) >= g.Wo
+            self.it.sent = runs[2]
             if runs[0] is not None:
                 t = runs[0]; self.it.wrun = &t[0]
                 self.it.nrun = runs[0].shape[0] - 1
