@@ -15,7 +15,7 @@ valgrind's callgrind with collection limited to the kernel's item functions:
         python benchmarks/instructions.py k3s2p1
 
 and read "Collected" (or `callgrind_annotate /tmp/cg.out` for the split by function).
-Cases: k3s2p1, k3s2p1_nhwc, k2s2_f32, k2s2_f16, k2s2_bf16, global, adaptive,
+Cases: k3s2p1, k3s2p1_bf16, k3s2p1_f16, k3s2p1_nhwc, k2s2_f32, k2s2_f16, k2s2_bf16, global, adaptive,
 adaptive_ndhwc, adaptive_bf16, max7, max7_nhwc, max56_bf16 (the benchmark suite's shapes
 with N = 1; the max-pool cases count the index check and the scatter).
 Note: callgrind counts each byte of a `rep movsb` copy (glibc's memcpy for rows over a few
@@ -79,6 +79,8 @@ def amax(shape, out, dtype, channels_last=False):
 
 CASES = {
     "k3s2p1": lambda: avg((1, 64, 112, 112), 3, 2, 1, np.float32),
+    "k3s2p1_bf16": lambda: avg((1, 64, 112, 112), 3, 2, 1, BF16),
+    "k3s2p1_f16": lambda: avg((1, 64, 112, 112), 3, 2, 1, np.float16),
     "k3s2p1_nhwc": lambda: avg((1, 64, 112, 112), 3, 2, 1, np.float32, True),
     "k2s2_f32": lambda: avg((1, 256, 56, 56), 2, 2, 0, np.float32),
     "k2s2_f16": lambda: avg((1, 256, 56, 56), 2, 2, 0, np.float16),

@@ -220,11 +220,14 @@ static inline void pg_combine_f64(double *dst, const double *const *rows, ptrdif
  */
 #if PG_X86_DISPATCH
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline __m256 pg_combine8_avx2(const float *const *rows, ptrdiff_t nr, ptrdiff_t j)
+static inline __m256 pg_combine8_avx2(const float *r0, const float *r1,
+                                       const float *const *rows, ptrdiff_t nr, ptrdiff_t j)
 {
-    /* one and two terms (the common counts) without the loop */
-    if (nr == 1) return _mm256_loadu_ps(rows[0] + j);
-    __m256 s = _mm256_add_ps(_mm256_loadu_ps(rows[0] + j), _mm256_loadu_ps(rows[1] + j));
+    /* one and two terms (the common counts) without the loop; their row pointers are the
+     * caller's locals, not reloaded at every block (the extension builds without strict
+     * aliasing, so a store through dst could have changed rows[]) */
+    if (nr == 1) return _mm256_loadu_ps(r0 + j);
+    __m256 s = _mm256_add_ps(_mm256_loadu_ps(r0 + j), _mm256_loadu_ps(r1 + j));
     for (ptrdiff_t r = 2; r < nr; r++) s = _mm256_add_ps(s, _mm256_loadu_ps(rows[r] + j));
     return s;
 }
@@ -233,16 +236,17 @@ PG_TARGET_AVX2 PG_ALWAYS_INLINE
 static inline void pg_combine_bf16_body(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
                                         ptrdiff_t n)
 {
+    const float *const r0 = rows[0], *const r1 = nr > 1 ? rows[1] : rows[0];
     ptrdiff_t j = 0;
     /* sixteen at a time: two rounded blocks packed into one 32-byte store */
     for (; j + 16 <= n; j += 16) {
-        __m256i p = _mm256_packus_epi32(pg_bf16_round8_avx2(pg_combine8_avx2(rows, nr, j)),
-                                        pg_bf16_round8_avx2(pg_combine8_avx2(rows, nr, j + 8)));
-        _mm256_storeu_si256((__m256i *)(dst + j), _mm256_permute4x64_epi64(p, 0xD8));
+        _mm256_storeu_si256((__m256i *)(dst + j),
+                            pg_bf16_round16_avx2(pg_combine8_avx2(r0, r1, rows, nr, j),
+                                                 pg_combine8_avx2(r0, r1, rows, nr, j + 8)));
     }
     for (; j < n; j += 8) {
         if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
-        __m256i v = pg_bf16_round8_avx2(pg_combine8_avx2(rows, nr, j));
+        __m256i v = pg_bf16_round8_avx2(pg_combine8_avx2(r0, r1, rows, nr, j));
         _mm_storeu_si128((__m128i *)(dst + j),
                          _mm_packus_epi32(_mm256_castsi256_si128(v),
                                           _mm256_extracti128_si256(v, 1)));
@@ -267,10 +271,11 @@ __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_combine_f16_body(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
                                        ptrdiff_t n)
 {
+    const float *const r0 = rows[0], *const r1 = nr > 1 ? rows[1] : rows[0];
     for (ptrdiff_t j = 0;; j += 8) {
         if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
         _mm_storeu_si128((__m128i *)(dst + j),
-                         _mm256_cvtps_ph(pg_combine8_avx2(rows, nr, j),
+                         _mm256_cvtps_ph(pg_combine8_avx2(r0, r1, rows, nr, j),
                                          _MM_FROUND_TO_NEAREST_INT));
         if (j + 8 == n) break;
     }

@@ -406,6 +406,44 @@ def test_avx2_bfloat16_rounding_shortcut_gives_the_same_bits(request):
         assert np.array_equal(a, b)
 
 
+@pytest.mark.skipif(BFLOAT16 is None, reason="needs ml_dtypes")
+@pytest.mark.parametrize("simd", [True, False], ids=["simd", "baseline"])
+def test_bfloat16_row_sums_round_ties_to_even(simd, request):
+    """Overlapping windows with divisor 1 make each grad_input value an exact float32 sum of
+    up to four bfloat16 values (1 + 2**-8 and 1 + 3 * 2**-8 are ties), rounded once: to
+    nearest even, sums past the largest bfloat16 to infinity.  Blocks of 16 values with a
+    NaN (which take the rounding's NaN branch) beside blocks without one."""
+    if not simd:
+        request.getfixturevalue("baseline_simd")
+    x_shape = (2, 3, 9, 37)
+    y = pg.avg_pool2d(np.zeros(x_shape, np.float32), 3, 2, 1, divisor_override=1)
+    big = float(np.array(0x7F7F, np.uint16).view(BFLOAT16))   # the largest bfloat16
+    rng = np.random.default_rng(17)
+    # sums exact in float32 in any order; and sums of positive values with the largest
+    # bfloat16, which are that value (its float32 ulp is 2**104) or past it (inf)
+    exact = np.array([1.0, 2.0 ** -8, 3 * 2.0 ** -8, -1.0, -(2.0 ** -8), 0.5], np.float32)
+    large = np.array([big, 1.0, 2.0 ** -8, 0.5], np.float32)
+    gos = [rng.choice(v, y.shape).astype(BFLOAT16) for v in (exact, large)]
+    nan_go = gos[0].copy()
+    nan_go[1, 2, 3, 5] = np.nan        # one NaN: a few 16-value blocks of two rows
+    for g in gos + [nan_go]:
+        with np.errstate(over="ignore"):
+            sums = ref_avg_pool2d_backward(g, x_shape, (3, 3), (2, 2), (1, 1), False, True,
+                                           1).astype(np.float32)
+        if g is gos[0]:   # the case has ties (low halves 0x8000) of both parities
+            ties = sums.view(np.uint32)[(sums.view(np.uint32) & 0xFFFF) == 0x8000]
+            assert len(np.unique(ties >> 16 & 1)) == 2
+        want = sums.astype(BFLOAT16)
+        num = ~np.isnan(sums)
+        for nt in (1, 2):
+            got = pg.avg_pool2d_backward(g, x_shape, 3, 2, 1, divisor_override=1,
+                                         n_threads=nt)
+            assert np.array_equal(np.isnan(got.astype(np.float32)), ~num)
+            assert np.array_equal(got.view(np.uint16)[num], want.view(np.uint16)[num])
+            if g is gos[1]:
+                assert np.isinf(got.astype(np.float32)).any()
+
+
 @pytest.fixture
 def small_blocks(monkeypatch):
     """Max-pool blocks of a few rows: most indices fall outside an item's block."""
