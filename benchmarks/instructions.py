@@ -15,9 +15,10 @@ valgrind's callgrind with collection limited to the kernel's item functions:
         python benchmarks/instructions.py k3s2p1
 
 and read "Collected" (or `callgrind_annotate /tmp/cg.out` for the split by function).
-Cases: k3s2p1, k3s2p1_bf16, k3s2p1_f16, k3s2p1_nhwc, k2s2_f32, k2s2_f16, k2s2_bf16, global, adaptive,
+Cases: k3s2p1, k3s2p1_nhwc, k2s2_f32, k2s2_f16, k2s2_bf16, global, adaptive,
 adaptive_ndhwc, adaptive_bf16, max7, max7_nhwc, max56_bf16 (the benchmark suite's shapes
-with N = 1; the max-pool cases count the index check and the scatter).
+with N = 1; the max-pool cases count the index check and the scatter), and k3s2p1_bf16,
+k3s2p1_f16 (the first case in 16 bits).
 Note: callgrind counts each byte of a `rep movsb` copy (glibc's memcpy for rows over a few
 KiB) as one instruction, which inflates the channels-last figures.
 """
