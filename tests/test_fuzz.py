@@ -281,12 +281,19 @@ threads_st = st.sampled_from([None, None, 1, 2, 3, 64])
 ws_st = st.sampled_from(["none", "u8", "bytearray", "f64", "offset"])
 
 
-_LAST = ("go_list", "idx_list", "go_none", "x_none", "gi_none", "idx_none")
+_LAST = ("go_list", "idx_list", "go_none", "x_none", "gi_none", "idx_none", "go_0d")
+
+
+_FIRST = ("zero_lead", "zero_out", "zero_plane")
 
 
 def _order(mutations):
-    """Mutations that replace an argument by a non-array go last."""
-    return sorted(mutations, key=lambda m: m in _LAST)
+    """Mutations that give the arrays new (empty) shapes go first, so that they do not
+    replace an array that another mutation made invalid; a read-only grad_input after the
+    others that give it new memory; those that replace an argument by a non-array (or a
+    0-d one) last."""
+    return sorted(mutations, key=lambda m: _FIRST.index(m) if m in _FIRST
+                  else len(_FIRST) + (m == "gi_readonly") + 2 * (m in _LAST))
 
 
 # ----------------------------------------------------------------------------- AvgPool2d
@@ -323,6 +330,14 @@ def avg_config(draw):
                 outs=tuple(outs))
 
 
+def _avg_params_fit(cfg, k, s, p):
+    """Whether kernel k, stride s, padding p are valid for the configuration's input and give
+    its grad_output size."""
+    return all(kk > 0 and ss > 0 and 0 <= pp <= kk // 2
+               and ref_avg_pool2d_output_size(n, kk, ss, pp, cfg["ceil"]) == o
+               for n, kk, ss, pp, o in zip((cfg["H"], cfg["W"]), k, s, p, cfg["outs"]))
+
+
 def _param_form(draw, pair, allow_none=False):
     """An equivalent spelling of a (h, w) pair."""
     forms = [list(pair), tuple(pair)]
@@ -343,6 +358,12 @@ AVG_MUTATIONS = [
     "divisor_huge", "cube_invalid", "cube_dtype", "threads_bad", "go_none", "x_none",
     "gi_none", "kernel_none", "padding_none", "go_list", "go_0d", "x_rank",
 ]
+
+
+# the mutations of kernel, stride and padding, judged together once all are applied
+PARAM_MUTATIONS = {"kernel_junk", "stride_junk", "padding_junk", "kernel_huge",
+                   "stride_huge", "padding_huge", "padding_gt_half", "kernel_zero",
+                   "stride_zero", "padding_negative", "kernel_none", "padding_none"}
 
 
 @fuzz_settings(150)
@@ -384,6 +405,7 @@ def test_fuzz_avg_pool2d_backward(cfg, data):
         typeerror_ok = typeerror_ok or te
 
     x_dtype = dtype
+    params_te = False   # a junk kernel/stride/padding may raise a plain TypeError
     for m in mutations:
         if m == "go_dtype_invalid":
             go = _values(gs, draw(st.sampled_from(INVALID_DTYPES)), rng); bad()
@@ -399,6 +421,8 @@ def test_fuzz_avg_pool2d_backward(cfg, data):
             gi = np.zeros(xs, draw(st.sampled_from(INVALID_DTYPES + [d for d in VALID_DTYPES
                                                                     if d != dtype]))); bad()
         elif m == "go_rank":
+            if "x_rank" in mutations:   # both ranks changed may agree again
+                continue
             go = go[None] if go.ndim == 3 or not go.shape[0] or draw(st.booleans()) \
                 else go[0]
             bad()
@@ -416,11 +440,14 @@ def test_fuzz_avg_pool2d_backward(cfg, data):
         elif m == "gi_readonly":
             gi = _layout(gi, "readonly", rng); bad()
         elif m == "gi_zero_stride":
-            big = [a for a, n in enumerate(xs) if n > 1]
-            assume(big)
+            big = [a for a, n in enumerate(gi.shape) if n > 1]
+            if not big or not gi.size:   # (an empty grad_input has no element to overlap)
+                continue
             strides = list(gi.strides); strides[draw(st.sampled_from(big))] = 0
-            gi = np.lib.stride_tricks.as_strided(gi, xs, strides, writeable=True); bad()
+            gi = np.lib.stride_tricks.as_strided(gi, gi.shape, strides, writeable=True); bad()
         elif m == "gi_alias_go":
+            if go.dtype != dtype:   # go_dtype_*: already invalid, and kept so
+                continue
             assume(go.size and np.prod(xs))
             buf = np.zeros(max(go.size, int(np.prod(xs))) + 1, dtype)
             gi = buf[:int(np.prod(xs))].reshape(xs)
@@ -430,25 +457,18 @@ def test_fuzz_avg_pool2d_backward(cfg, data):
             if np.shares_memory(gi, go):   # one element each: side by side, no overlap
                 bad()
         elif m == "gi_unaligned":
-            if dtype.itemsize >= 2:
-                gi = _layout(gi, "unaligned", rng); bad()
+            gi = _layout(gi, "unaligned", rng)
+            if not gi.flags.aligned:   # (an empty one is aligned)
+                bad()
         elif m in ("kernel_junk", "stride_junk", "padding_junk"):
             v = draw(st.sampled_from(JUNK + ([None] if m == "stride_junk" else [])))
-            try:
-                pair = spec_pair(v, m, allow_empty=k if m == "stride_junk" else None)
-            except Invalid:
-                pair = None
-            if v is None and m == "stride_junk":
-                pair = k
             if m == "kernel_junk":
                 kernel = v
             elif m == "stride_junk":
                 stride = v
             else:
                 padding = v
-            want = {"kernel_junk": k, "stride_junk": s, "padding_junk": p}[m]
-            if pair != want:
-                bad(te=True)
+            params_te = True
         elif m in ("kernel_huge", "stride_huge", "padding_huge"):
             v = draw(st.sampled_from(HUGE))
             if m == "kernel_huge":
@@ -457,21 +477,14 @@ def test_fuzz_avg_pool2d_backward(cfg, data):
                 stride = v
             else:
                 padding = v
-            # grad_output's size no longer matches (or the value is out of range); a huge
-            # stride still gives a one-wide output where the kernel spans the padded input
-            still = m == "stride_huge" and 0 < v < 2**63 and all(
-                ref_avg_pool2d_output_size(n, kk, v, pp, cfg["ceil"]) == o
-                for n, kk, pp, o in zip((cfg["H"], cfg["W"]), k, p, cfg["outs"]))
-            if not still:
-                bad()
         elif m == "padding_gt_half":
-            padding = (k[0] // 2 + 1, p[1]); bad()
+            padding = (k[0] // 2 + 1, p[1])
         elif m == "kernel_zero":
-            kernel = draw(st.sampled_from([0, -1, (0, 1), (1, -3)])); bad()
+            kernel = draw(st.sampled_from([0, -1, (0, 1), (1, -3)]))
         elif m == "stride_zero":
-            stride = draw(st.sampled_from([0, -1, (1, 0), (-2, 1)])); bad()
+            stride = draw(st.sampled_from([0, -1, (1, 0), (-2, 1)]))
         elif m == "padding_negative":
-            padding = draw(st.sampled_from([-1, (0, -1), (-2**63, 0)])); bad()
+            padding = draw(st.sampled_from([-1, (0, -1), (-2**63, 0)]))
         elif m == "ceil_junk":
             ceil = draw(st.sampled_from([None, "yes", 2, 1.0, [True]])); bad(te=True)
         elif m == "cip_junk":
@@ -500,13 +513,15 @@ def test_fuzz_avg_pool2d_backward(cfg, data):
             if layer != "func":
                 gi = None; bad()
         elif m == "kernel_none":
-            kernel = None; bad()
+            kernel = None
         elif m == "padding_none":
-            padding = None; bad()
+            padding = None
         elif m == "go_list":
             # converted with np.asarray: the same values, as float64; a valid float64 call
             # where neither x nor grad_input fixes another dtype
-            if go is None or go.dtype == BF16 or not use_out and x_kind != "array":
+            # (an empty grad_output's list, [], loses the shape)
+            if go is None or go.dtype == BF16 or not go.size or (not use_out
+                                                                 and x_kind != "array"):
                 continue
             go = go.tolist()
             if dtype != np.float64:
@@ -515,6 +530,21 @@ def test_fuzz_avg_pool2d_backward(cfg, data):
             go = np.array(1.0, dtype); bad()
         elif m == "x_rank":
             x_kind = "bad_rank"; bad()
+    if set(mutations) & PARAM_MUTATIONS:
+        # the SPEC's reading of the final arguments: mostly invalid, but a huge stride
+        # still gives a one-wide output where the kernel spans the padded input, so does a
+        # huge kernel as its own stride with ceil_mode, and W = 1 takes any stride
+        try:
+            kk = spec_pair(kernel, "kernel")
+            ss = kk if stride is None else spec_pair(stride, "stride", allow_empty=kk)
+            pp = spec_pair(padding, "padding")
+        except Invalid:
+            bad(te=params_te)
+        else:
+            if _avg_params_fit(cfg, kk, ss, pp):
+                k, s, p = kk, ss, pp
+            else:
+                bad(te=params_te)
     if layer != "func" and gi is None and "gi_none" not in mutations:
         gi = np.zeros(xs, dtype)
 
@@ -593,7 +623,10 @@ def test_fuzz_adaptive_avg_pool3d_backward(data):
         elif m == "gi_dtype_invalid":
             gi = np.zeros(xs, draw(st.sampled_from(INVALID_DTYPES)))
         elif m == "go_rank":
-            go = go[None] if go.ndim == 4 or draw(st.booleans()) else go[0]
+            if "x_rank" in mutations:   # both ranks changed may agree again
+                continue
+            go = go[None] if go.ndim == 4 or not go.shape[0] or draw(st.booleans()) \
+                else go[0]
         elif m == "go_channels":
             shp = list(go.shape); shp[-4] += 1
             go = _values(tuple(shp), dtype, rng)
@@ -603,11 +636,14 @@ def test_fuzz_adaptive_avg_pool3d_backward(data):
         elif m == "gi_readonly":
             gi = _layout(gi, "readonly", rng)
         elif m == "gi_zero_stride":
-            big = [a for a, n in enumerate(xs) if n > 1]
-            assume(big)
+            big = [a for a, n in enumerate(gi.shape) if n > 1]
+            if not big or not gi.size:   # (an empty grad_input has no element to overlap)
+                continue
             strides = list(gi.strides); strides[draw(st.sampled_from(big))] = 0
-            gi = np.lib.stride_tricks.as_strided(gi, xs, strides, writeable=True)
+            gi = np.lib.stride_tricks.as_strided(gi, gi.shape, strides, writeable=True)
         elif m == "gi_alias_go":
+            if go.dtype != dtype:   # go_dtype_*: already invalid, and kept so
+                continue
             buf = np.zeros(max(go.size, int(np.prod(xs))) + 1, dtype)
             gi = buf[:int(np.prod(xs))].reshape(xs)
             g2 = buf[1:1 + go.size].reshape(go.shape)
@@ -716,12 +752,15 @@ def test_fuzz_adaptive_max_pool2d_backward(data):
     expect, typeerror_ok, untouched_ok = "ok", False, False
     for m in mutations:
         te = False
+        if m in ("idx_out_of_range", "idx_negative") and (
+                np.size(ind) == 0 or np.asarray(ind).dtype not in (np.int32, np.int64)):
+            continue   # no index to corrupt, or a dtype already rejected (idx_dtype)
         if m == "idx_out_of_range":
-            ind = np.array(ind)
+            ind = np.array(ind, order="C")   # reshape(-1) below is a view of it
             ind.reshape(-1)[draw(st.integers(0, ind.size - 1))] = draw(st.sampled_from(
                 [H * W, H * W + 1, 2**31 - 1] + ([2**40, 2**63 - 1] if idt == np.int64 else [])))
         elif m == "idx_negative":
-            ind = np.array(ind)
+            ind = np.array(ind, order="C")   # reshape(-1) below is a view of it
             ind.reshape(-1)[-1] = draw(st.sampled_from([-1, -H * W, -2**31]))
         elif m == "idx_dtype":
             ind = np.array(ind).astype(draw(st.sampled_from(
@@ -730,6 +769,8 @@ def test_fuzz_adaptive_max_pool2d_backward(data):
         elif m == "idx_shape":
             ind = np.zeros(gs[:-1] + (gs[-1] + 1,), idt)
         elif m == "idx_layout":  # benign: any strides
+            if "gi_alias_idx" in mutations:   # a copy would end the aliasing
+                continue
             ind = _layout(np.array(ind), draw(st.sampled_from(IN_LAYOUTS)), rng)
             continue
         elif m == "go_dtype_invalid":
@@ -741,7 +782,8 @@ def test_fuzz_adaptive_max_pool2d_backward(data):
         elif m == "gi_dtype_invalid":
             gi = np.zeros(xs, draw(st.sampled_from(INVALID_DTYPES)))
         elif m == "go_rank":
-            go = go[None] if go.ndim == 3 or draw(st.booleans()) else go[0]
+            go = go[None] if go.ndim == 3 or not go.shape[0] or draw(st.booleans()) \
+                else go[0]
         elif m == "go_channels":
             shp = list(go.shape); shp[-3] += 1
             go = _values(tuple(shp), dtype, rng)
@@ -752,11 +794,14 @@ def test_fuzz_adaptive_max_pool2d_backward(data):
         elif m == "gi_readonly":
             gi = _layout(gi, "readonly", rng)
         elif m == "gi_zero_stride":
-            big = [a for a, n in enumerate(xs) if n > 1]
-            assume(big)
+            big = [a for a, n in enumerate(gi.shape) if n > 1]
+            if not big or not gi.size:   # (an empty grad_input has no element to overlap)
+                continue
             strides = list(gi.strides); strides[draw(st.sampled_from(big))] = 0
-            gi = np.lib.stride_tricks.as_strided(gi, xs, strides, writeable=True)
+            gi = np.lib.stride_tricks.as_strided(gi, gi.shape, strides, writeable=True)
         elif m == "gi_alias_go":
+            if go.dtype != dtype:   # go_dtype_*: already invalid, and kept so
+                continue
             buf = np.zeros(max(go.size, int(np.prod(xs))) + 1, dtype)
             gi = buf[:int(np.prod(xs))].reshape(xs)
             g2 = buf[1:1 + go.size].reshape(go.shape)
@@ -765,15 +810,20 @@ def test_fuzz_adaptive_max_pool2d_backward(data):
             if not np.shares_memory(gi, go):   # one element each: side by side, no overlap
                 continue
         elif m == "gi_alias_idx":
+            if np.asarray(ind).dtype not in (np.int32, np.int64):
+                continue   # idx_dtype: already invalid, and kept so
             if np.dtype(idt).itemsize != dtype.itemsize:
                 idt = {2: np.int32, 4: np.int32, 8: np.int64}[dtype.itemsize]
                 if dtype.itemsize == 2:
                     continue
-            buf = np.zeros(max(go.size, int(np.prod(xs))) + 1, idt)
+            ind = np.asarray(ind)
+            buf = np.zeros(max(ind.size, int(np.prod(xs))) + 1, idt)
             gi = buf[:int(np.prod(xs))].view(dtype).reshape(xs)
-            i2 = buf[1:1 + go.size].reshape(go.shape)
-            i2[...] = np.array(ind) % (H * W)
+            i2 = buf[1:1 + ind.size].reshape(ind.shape)
+            i2[...] = ind   # the values as they are (idx_out_of_range: still out of range)
             ind = i2
+            if not np.shares_memory(gi, ind):   # one element each: side by side
+                continue
         elif m == "zero_lead":  # zero-size N or C: accepted, nothing to do
             ax = draw(st.integers(0, len(lead) - 1))
             xs = xs[:ax] + (0,) + xs[ax + 1:]
@@ -790,6 +840,8 @@ def test_fuzz_adaptive_max_pool2d_backward(data):
             ax = draw(st.sampled_from([-1, -2]))
             xs = xs[:len(xs) + ax] + (0,) + xs[len(xs) + ax + 1:]
             gi = np.zeros(xs, dtype)
+            if not np.size(go):   # no index at all (zero_lead, zero_out): nothing invalid
+                continue
         elif m == "threads_bad":
             if layer == "aclnn":   # the aclnn entry points take no thread count
                 continue
