@@ -238,12 +238,18 @@ static inline void pg_combine_bf16_body(uint16_t *dst, const float *const *rows,
 {
     const float *const r0 = rows[0], *const r1 = nr > 1 ? rows[1] : rows[0];
     ptrdiff_t j = 0;
-    /* sixteen at a time: two rounded blocks packed into one 32-byte store */
-    for (; j + 16 <= n; j += 16) {
-        _mm256_storeu_si256((__m256i *)(dst + j),
-                            pg_bf16_round16_avx2(pg_combine8_avx2(r0, r1, rows, nr, j),
-                                                 pg_combine8_avx2(r0, r1, rows, nr, j + 8)));
+    /* sixteen at a time: two rounded blocks packed into one 32-byte store; a row of 16 or
+     * more ends with a block that overlaps the one before (equal values again) */
+#define PG_COMBINE16_BF16(j)                                                                \
+    _mm256_storeu_si256((__m256i *)(dst + (j)),                                             \
+                        pg_bf16_round16_avx2(pg_combine8_avx2(r0, r1, rows, nr, (j)),       \
+                                             pg_combine8_avx2(r0, r1, rows, nr, (j) + 8)))
+    for (; j + 16 <= n; j += 16) PG_COMBINE16_BF16(j);
+    if (j < n && n >= 16) {
+        PG_COMBINE16_BF16(n - 16);
+        return;
     }
+#undef PG_COMBINE16_BF16
     for (; j < n; j += 8) {
         if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
         __m256i v = pg_bf16_round8_avx2(pg_combine8_avx2(r0, r1, rows, nr, j));
