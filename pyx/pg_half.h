@@ -102,8 +102,8 @@ PG_TARGET_AVX2 static void pg_f32_to_bf16_row_avx2(const float *s, uint16_t *d, 
 {
     ptrdiff_t i = 0;
     for (; i + 16 <= n; i += 16) {
-        _mm256_storeu_si256((__m256i *)(d + i),
-                            pg_bf16_round16_avx2(_mm256_loadu_ps(s + i), _mm256_loadu_ps(s + i + 8)));
+        _mm256_storeu_si256((__m256i *)(d + i), pg_bf16_round16_avx2(_mm256_loadu_ps(s + i),
+                                                                     _mm256_loadu_ps(s + i + 8)));
     }
     for (; i < n; i++) d[i] = pg_f32_to_bf16(s[i]);
 }
