@@ -52,6 +52,9 @@ cdef extern from "pg_stream.h" nogil:
     void pg_combine_f64(double* dst, const double** rows, Py_ssize_t nr, Py_ssize_t n,
                         int stream)
     void pg_fill(void* dst, const void* value, Py_ssize_t size, Py_ssize_t n)
+    void pg_fill_rows_f32(float* dst, Py_ssize_t xs2, Py_ssize_t n, const float* g0,
+                          Py_ssize_t gs2, const int64_t* dlo, const float* wd, float kh,
+                          const float* ww, Py_ssize_t d0, Py_ssize_t d1)
     void pg_stream_f32(float* dst, const float* src, Py_ssize_t n)
     void pg_stream_f64(double* dst, const double* src, Py_ssize_t n)
     void pg_stream_u16(uint16_t* dst, const uint16_t* src, Py_ssize_t n)
@@ -577,6 +580,8 @@ cdef struct Gather:
     Py_ssize_t max_terms    # most E rows that one grad_input row sums
     int tstore              # lanes are whole planes (small NCHW planes): store plane by plane
     int fill                # one grad_output value per D row (global pooling): fill planes
+    int fill_fast           # fill, with _fill_rows's arithmetic (no rounding steps, one tap
+                            # at column 0, no polyphase) into rows that are one run each
     Py_ssize_t rows_cap     # E rows the scratch holds
     int scale_w
     int kind
@@ -700,6 +705,46 @@ cdef inline Box _item_box(const Gather* g, Py_ssize_t item) noexcept nogil:
     return b
 
 
+cdef inline void _fill_rows(const store_t* gbase, store_t* xbase, const Gather* g,
+                            const acc_t* wd, const acc_t* wh, const acc_t* ww,
+                            Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0,
+                            Py_ssize_t h1) noexcept nogil:
+    """_fill_item's arithmetic written out (g.fill_fast): a column's expansion is
+    k * (its one tap, which is grad_output column 0), so rows h0..h1-1 of each D row of the
+    plane at gbase / xbase are one run of one value, stored as a fill."""
+    cdef Py_ssize_t idd, od
+    cdef Py_ssize_t nrow = (h1 - h0) * g.W
+    cdef acc_t kh = wh[g.hlo[h0]]
+    cdef const store_t* g0 = gbase + g.hlo[h0] * g.gs[3]
+    cdef acc_t x
+    cdef store_t v
+    if store_t is float:
+        if acc_t is float:
+            pg_fill_rows_f32(xbase + h0 * g.xs[3], g.xs[2], nrow, g0, g.gs[2], g.dlo, wd, kh,
+                             ww if g.scale_w else NULL, d0, d1)
+            return
+    for idd in range(d0, d1):
+        od = g.dlo[idd]
+        if store_t is uint16_t:
+            if g.kind == K_F16:
+                x = pg_f16_to_f32(g0[od * g.gs[2]])
+            else:
+                x = pg_bf16_to_f32(g0[od * g.gs[2]])
+        else:
+            x = <acc_t>g0[od * g.gs[2]]
+        if g.scale_w:
+            x = x * ww[0]
+        x = (wd[od] * kh) * x
+        if store_t is uint16_t:
+            if g.kind == K_F16:
+                v = pg_f32_to_f16(<float>x)
+            else:
+                v = pg_f32_to_bf16(<float>x)
+        else:
+            v = <store_t>x
+        pg_fill(xbase + idd * g.xs[2] + h0 * g.xs[3], &v, sizeof(store_t), nrow)
+
+
 cdef void _fill_item(const store_t* go, store_t* gi, const Gather* g,
                      const acc_t* wd, const acc_t* wh, const acc_t* ww,
                      acc_t* buf, Py_ssize_t item) noexcept nogil:
@@ -719,35 +764,8 @@ cdef void _fill_item(const store_t* go, store_t* gi, const Gather* g,
     cdef store_t* dst
     cdef store_t v
     cdef Py_ssize_t xs3 = g.xs[3], xs4 = g.xs[4]
-    cdef acc_t x, kh
-    cdef const store_t* g0
-    if (g.rnd == R_NONE and g.m == 1 and g.P == 0 and g.wtap[0] == 0 and xs4 == 1
-            and xs3 == W):
-        # the same arithmetic, written out: a column's expansion is k * (its one tap,
-        # which is grad_output column 0); then each plane's rows are one run to fill
-        kh = wh[g.hlo[h0]]
-        g0 = gbase + g.hlo[h0] * g.gs[3]
-        nrow = (h1 - h0) * W
-        for idd in range(d0, d1):
-            od = g.dlo[idd]
-            if store_t is uint16_t:
-                if g.kind == K_F16:
-                    x = pg_f16_to_f32(g0[od * g.gs[2]])
-                else:
-                    x = pg_bf16_to_f32(g0[od * g.gs[2]])
-            else:
-                x = <acc_t>g0[od * g.gs[2]]
-            if g.scale_w:
-                x = x * ww[0]
-            x = (wd[od] * kh) * x
-            if store_t is uint16_t:
-                if g.kind == K_F16:
-                    v = pg_f32_to_f16(<float>x)
-                else:
-                    v = pg_f32_to_bf16(<float>x)
-            else:
-                v = <store_t>x
-            pg_fill(xbase + idd * g.xs[2] + h0 * xs3, &v, sizeof(store_t), nrow)
+    if g.fill_fast:
+        _fill_rows(gbase, xbase, g, wd, wh, ww, d0, d1, h0, h1)
         return
     grow[1] = 0
     grow[2] = -0.0
@@ -1002,6 +1020,8 @@ cdef class AvgGatherKernel(PlannedKernel):
         t = hhi; g.hhi = &t[0]
         t = wlo; g.wlo = &t[0]
         t = whi; g.whi = &t[0]
+        g.fill_fast = (g.fill and rnd == R_NONE and g.m == 1 and g.P == 0 and g.wtap[0] == 0
+                       and g.xs[4] == 1 and g.xs[3] == g.W)
         if kind == K_F64:
             self.go_d = go6
             self.gi_d = gi6
