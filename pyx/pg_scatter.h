@@ -335,7 +335,8 @@ static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
  * pg_wcode_row (the index check's pass): the code of each index of an output row,
  * 2*r + c where it is the position (r, c) of its own window, else 0xFF, and the check
  * that every index lies in [0, limit) (*acc's top bit set where one does not: x | (limit
- * - 1 - x), as in pg_index.h).  Returns the number of indices inside their windows.
+ * - 1 - x), as in pg_index.h).  Returns Wo where every index of the row lies inside its
+ * window, else 0.
  *
  * pg_wrowc (the write pass, for planes whose indices all lie in their windows): input
  * rows r0 <= r < r1 of an output row's windows from its codes and values (unit stride),
@@ -343,73 +344,77 @@ static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
  * multiples of 16).  The sums are formed with the instructions of the scatter's AVX2
  * loops and flush, so the bits are the scatter's.
  */
-/* the codes of four indices x (int64) at distances from their windows' top-left
- * positions cur: kh rows tested (kh2: two, unrolled) */
+/* the codes of eight indices x (their low 32 bits; the range check, on all 64, is the
+ * caller's) at distances from their windows' top-left positions cur: kh rows tested (kh2:
+ * two, unrolled) */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m256i pg_wcode4(__m256i x, __m256i cur, ptrdiff_t W, ptrdiff_t kh, int kh2)
+static inline __m256i pg_wcode8(__m256i x, __m256i cur, ptrdiff_t W, ptrdiff_t kh, int kh2)
 {
-    const __m256i flip = _mm256_set1_epi64x((long long)0x8000000000000000ull);
-    const __m256i two = _mm256_xor_si256(_mm256_set1_epi64x(2), flip);
-    const __m256i wv = _mm256_set1_epi64x((long long)W), twov = _mm256_set1_epi64x(2);
-    __m256i q = _mm256_sub_epi64(x, cur), c = _mm256_set1_epi64x(0xFF);
+    const __m256i flip = _mm256_set1_epi32((int)0x80000000u);
+    const __m256i two = _mm256_xor_si256(_mm256_set1_epi32(2), flip);
+    const __m256i wv = _mm256_set1_epi32((int)W), twov = _mm256_set1_epi32(2);
+    __m256i q = _mm256_sub_epi32(x, cur), c = _mm256_set1_epi32(0xFF);
     /* q = distance - r*W: inside row r of the window where q < 2 (unsigned); at most one
      * row matches (W >= 2) */
     if (kh2) {
-        const __m256i q1 = _mm256_sub_epi64(q, wv);
-        c = _mm256_blendv_epi8(c, q, _mm256_cmpgt_epi64(two, _mm256_xor_si256(q, flip)));
-        return _mm256_blendv_epi8(c, _mm256_add_epi64(q1, twov),
-                                  _mm256_cmpgt_epi64(two, _mm256_xor_si256(q1, flip)));
+        const __m256i q1 = _mm256_sub_epi32(q, wv);
+        c = _mm256_blendv_epi8(c, q, _mm256_cmpgt_epi32(two, _mm256_xor_si256(q, flip)));
+        return _mm256_blendv_epi8(c, _mm256_add_epi32(q1, twov),
+                                  _mm256_cmpgt_epi32(two, _mm256_xor_si256(q1, flip)));
     }
     __m256i cr = _mm256_setzero_si256();
     for (ptrdiff_t r = 0; r < kh; r++) {
-        c = _mm256_blendv_epi8(c, _mm256_add_epi64(q, cr),
-                               _mm256_cmpgt_epi64(two, _mm256_xor_si256(q, flip)));
-        q = _mm256_sub_epi64(q, wv);
-        cr = _mm256_add_epi64(cr, twov);
+        c = _mm256_blendv_epi8(c, _mm256_add_epi32(q, cr),
+                               _mm256_cmpgt_epi32(two, _mm256_xor_si256(q, flip)));
+        q = _mm256_sub_epi32(q, wv);
+        cr = _mm256_add_epi32(cr, twov);
     }
     return c;
 }
 
+/* returns Wo where every index of the row lies in its own window, else 0 */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline ptrdiff_t pg_wcode_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
                                       ptrdiff_t Wo, uint64_t base, ptrdiff_t W, ptrdiff_t kh,
                                       int kh2, uint64_t lim1, uint64_t *acc)
 {
     const __m256i l1 = _mm256_set1_epi64x((long long)lim1), none = _mm256_set1_epi32(0xFF);
-    const __m256i step = _mm256_set1_epi64x(8);
+    const __m256i l1_32 = _mm256_set1_epi32((int)(uint32_t)lim1);
+    const __m256i step = _mm256_set1_epi32(16);
     const __m256i lows = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
-    __m256i cur = _mm256_setr_epi64x((long long)base, (long long)(base + 2),
-                                     (long long)(base + 4), (long long)(base + 6));
-    __m256i bad = _mm256_setzero_si256();
-    ptrdiff_t o = 0, inside = 0;
+    /* positions below H*W <= 2**31 - 1: their distances fit 32 bits */
+    __m256i cur = _mm256_add_epi32(_mm256_set1_epi32((int)(uint32_t)base),
+                                   _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+    __m256i bad = _mm256_setzero_si256(), top = _mm256_setzero_si256();
+    ptrdiff_t o = 0;
     for (; o + 8 <= Wo; o += 8) {
-        __m256i x0, x1;
+        __m256i x;
         if (j64) {
-            x0 = _mm256_loadu_si256((const __m256i *)((const int64_t *)j + o));
-            x1 = _mm256_loadu_si256((const __m256i *)((const int64_t *)j + o + 4));
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)((const int64_t *)j + o));
+            const __m256i x1 = _mm256_loadu_si256((const __m256i *)((const int64_t *)j + o + 4));
+            bad = _mm256_or_si256(bad, _mm256_or_si256(
+                _mm256_or_si256(x0, _mm256_sub_epi64(l1, x0)),
+                _mm256_or_si256(x1, _mm256_sub_epi64(l1, x1))));
+            /* the low halves, in order (an index whose high half is not zero is bad) */
+            x = _mm256_blend_epi32(_mm256_permutevar8x32_epi32(x0, lows),
+                                   _mm256_permutevar8x32_epi32(x1, lows), 0xF0);
         } else {
-            x0 = _mm256_cvtepi32_epi64(_mm_loadu_si128((const __m128i *)((const int32_t *)j + o)));
-            x1 = _mm256_cvtepi32_epi64(_mm_loadu_si128((const __m128i *)((const int32_t *)j + o + 4)));
+            /* int32: the same test in 32-bit lanes (limit - 1 < 2**31), sign bits 31 */
+            x = _mm256_loadu_si256((const __m256i *)((const int32_t *)j + o));
+            bad = _mm256_or_si256(bad, _mm256_or_si256(x, _mm256_sub_epi32(l1_32, x)));
         }
-        bad = _mm256_or_si256(bad, _mm256_or_si256(_mm256_or_si256(x0, _mm256_sub_epi64(l1, x0)),
-                                                   _mm256_or_si256(x1, _mm256_sub_epi64(l1, x1))));
-        const __m256i c0 = pg_wcode4(x0, cur, W, kh, kh2);
-        cur = _mm256_add_epi64(cur, step);
-        const __m256i c1 = pg_wcode4(x1, cur, W, kh, kh2);
-        cur = _mm256_add_epi64(cur, step);
-        /* eight codes as 32-bit lanes, counted, then bytes */
-        const __m256i c = _mm256_blend_epi32(_mm256_permutevar8x32_epi32(c0, lows),
-                                             _mm256_permutevar8x32_epi32(c1, lows), 0xF0);
-        inside += 8 - __builtin_popcount(
-            (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(c, none))));
+        const __m256i c = pg_wcode8(x, cur, W, kh, kh2);
+        cur = _mm256_add_epi32(cur, step);
+        top = _mm256_max_epu32(top, c);    /* 0xFF where some index is outside its window */
         const __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(c),
                                            _mm256_extracti128_si256(c, 1));
         _mm_storel_epi64((__m128i *)(code + o), _mm_packus_epi16(h, h));
     }
     uint64_t b[4];
     _mm256_storeu_si256((__m256i *)b, bad);
-    *acc |= b[0] | b[1] | b[2] | b[3];
-    return inside;
+    const uint64_t any = b[0] | b[1] | b[2] | b[3];
+    *acc |= j64 ? any : ((any & 0x8000000080000000ull) ? 0x8000000000000000ull : 0);
+    return _mm256_movemask_epi8(_mm256_cmpeq_epi32(top, none)) ? 0 : o;
 }
 
 __attribute__((target("avx2,f16c")))
@@ -440,12 +445,21 @@ static inline void pg_wstep(char *PG_RESTRICT dst, ptrdiff_t ds, int kind, int s
                             __m128i q8, __m256i gv, ptrdiff_t r0, ptrdiff_t r1)
 {
     /* per input column: the code at its window's left column, the code ^ 1 at its right
-     * one; a match in row r where that equals 2 * r */
-    const __m256i q = _mm256_cvtepu8_epi32(q8);
-    const __m256i q1 = _mm256_xor_si256(q, _mm256_set1_epi32(1));
-    const __m256i dl = _mm256_unpacklo_epi32(q, q1), dh = _mm256_unpackhi_epi32(q, q1);
-    const __m256i e0 = _mm256_permute2x128_si256(dl, dh, 0x20);
-    const __m256i e1 = _mm256_permute2x128_si256(dl, dh, 0x31);
+     * one; a match in row r where that equals 2 * r.  float32: 32-bit lanes, columns 0-7
+     * in e0 and 8-15 in e1; 16-bit: 16-bit lanes, all 16 columns in e0 */
+    __m256i e0, e1 = _mm256_setzero_si256();
+    if (kind == 0) {
+        const __m256i q = _mm256_cvtepu8_epi32(q8);
+        const __m256i q1 = _mm256_xor_si256(q, _mm256_set1_epi32(1));
+        const __m256i dl = _mm256_unpacklo_epi32(q, q1), dh = _mm256_unpackhi_epi32(q, q1);
+        e0 = _mm256_permute2x128_si256(dl, dh, 0x20);
+        e1 = _mm256_permute2x128_si256(dl, dh, 0x31);
+    } else {
+        const __m128i q = _mm_cvtepu8_epi16(q8);
+        const __m128i q1 = _mm_xor_si128(q, _mm_set1_epi16(1));
+        e0 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(q, q1)),
+                                     _mm_unpackhi_epi16(q, q1), 1);
+    }
     /* the values plus zero (as the scatter adds them to its zeroed sums), each twice */
     const __m256 zero = _mm256_setzero_ps();
     __m256i v0, v1 = _mm256_setzero_si256();
@@ -468,11 +482,11 @@ static inline void pg_wstep(char *PG_RESTRICT dst, ptrdiff_t ds, int kind, int s
         }
         v0 = _mm256_or_si256(w, _mm256_slli_epi32(w, 16));
     }
-    __m256i t = _mm256_set1_epi32((int)(2 * r0));
-    const __m256i two = _mm256_set1_epi32(2);
-    for (ptrdiff_t r = r0; r < r1; r++, dst += ds, t = _mm256_add_epi32(t, two)) {
-        const __m256i m0 = _mm256_cmpeq_epi32(e0, t), m1 = _mm256_cmpeq_epi32(e1, t);
-        if (kind == 0) {
+    if (kind == 0) {
+        __m256i t = _mm256_set1_epi32((int)(2 * r0));
+        const __m256i two = _mm256_set1_epi32(2);
+        for (ptrdiff_t r = r0; r < r1; r++, dst += ds, t = _mm256_add_epi32(t, two)) {
+            const __m256i m0 = _mm256_cmpeq_epi32(e0, t), m1 = _mm256_cmpeq_epi32(e1, t);
             if (stream) {
                 pg_stream32(dst, _mm256_and_si256(m0, v0));
                 pg_stream32(dst + 32, _mm256_and_si256(m1, v1));
@@ -480,8 +494,12 @@ static inline void pg_wstep(char *PG_RESTRICT dst, ptrdiff_t ds, int kind, int s
                 _mm256_storeu_si256((__m256i *)dst, _mm256_and_si256(m0, v0));
                 _mm256_storeu_si256((__m256i *)(dst + 32), _mm256_and_si256(m1, v1));
             }
-        } else {
-            const __m256i m = _mm256_permute4x64_epi64(_mm256_packs_epi32(m0, m1), 0xD8);
+        }
+    } else {
+        __m256i t = _mm256_set1_epi16((short)(2 * r0));
+        const __m256i two = _mm256_set1_epi16(2);
+        for (ptrdiff_t r = r0; r < r1; r++, dst += ds, t = _mm256_add_epi16(t, two)) {
+            const __m256i m = _mm256_cmpeq_epi16(e0, t);
             if (stream) pg_stream32(dst, _mm256_and_si256(m, v0));
             else _mm256_storeu_si256((__m256i *)dst, _mm256_and_si256(m, v0));
         }
@@ -508,7 +526,20 @@ static void pg_wrowc(void *dst, ptrdiff_t ds, const void *g, int kind, int strea
                      const uint8_t *code, ptrdiff_t Wo, ptrdiff_t r0, ptrdiff_t r1)
 {
 #define PG_WC(k, s) pg_wrowc_body((char *)dst, ds, g, k, s, code, Wo, r0, r1)
-    if (stream) {
+    if (r0 == 0 && r1 == 2) {
+        /* windows two high (the 112 -> 56 case): the row loop unrolled */
+#define PG_WC2(k, s) pg_wrowc_body((char *)dst, ds, g, k, s, code, Wo, 0, 2)
+        if (stream) {
+            if (kind == 0) PG_WC2(0, 1);
+            else if (kind == 1) PG_WC2(1, 1);
+            else PG_WC2(2, 1);
+        } else {
+            if (kind == 0) PG_WC2(0, 0);
+            else if (kind == 1) PG_WC2(1, 0);
+            else PG_WC2(2, 0);
+        }
+#undef PG_WC2
+    } else if (stream) {
         if (kind == 0) PG_WC(0, 1);
         else if (kind == 1) PG_WC(1, 1);
         else PG_WC(2, 1);

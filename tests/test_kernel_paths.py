@@ -625,7 +625,11 @@ def test_max_pool_gather_form_plan_and_workspace():
         k = pg.AdaptiveMaxPool2dBackward(np.zeros(j.shape, np.float32), shape, j,
                                          np.empty(shape, np.float32))._kernel
         assert k.shared_bytes == 0, shape
-    for bad_value in (-1, 16 * 32):
+    own = int(idx[1, 2, 7, 15])
+    # the codes are formed from an index's low 32 bits: the range check must still see the
+    # high half of an index that, cut to 32 bits, would lie in its own window
+    for bad_value in (-1, 16 * 32, own + 2**32, own - 2**32, own + 2**31,
+                      own + 2**63 - 2**32):
         bad = idx.copy()
         bad[1, 2, 7, 15] = bad_value
         dst = np.full(x_shape, 5.0, np.float32)
