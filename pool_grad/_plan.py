@@ -98,6 +98,8 @@ def cover(start, end, in_size):
 
 # the most taps per input column for which the W expansion uses a tap table
 MAX_TAPS = 4
+
+
 def last_level_cache_bytes():
     """Size of the CPU's largest cache (Linux sysfs; 0 where it cannot be read)."""
     import glob
