@@ -55,6 +55,9 @@ cdef extern from "pg_stream.h" nogil:
     void pg_fill_rows_f32(float* dst, Py_ssize_t xs2, Py_ssize_t n, const float* g0,
                           Py_ssize_t gs2, const int64_t* dlo, const float* wd, float kh,
                           const float* ww, Py_ssize_t d0, Py_ssize_t d1)
+    void pg_fill_rows_h16(uint16_t* dst, Py_ssize_t xs2, Py_ssize_t n, const uint16_t* g0,
+                          Py_ssize_t gs2, const int64_t* dlo, const float* wd, float kh,
+                          const float* ww, Py_ssize_t d0, Py_ssize_t d1, int bf16)
     void pg_stream_f32(float* dst, const float* src, Py_ssize_t n)
     void pg_stream_f64(double* dst, const double* src, Py_ssize_t n)
     void pg_stream_u16(uint16_t* dst, const uint16_t* src, Py_ssize_t n)
@@ -718,10 +721,14 @@ cdef inline void _fill_rows(const store_t* gbase, store_t* xbase, const Gather* 
     cdef const store_t* g0 = gbase + g.hlo[h0] * g.gs[3]
     cdef acc_t x
     cdef store_t v
-    if store_t is float:
-        if acc_t is float:
+    if acc_t is float:
+        if store_t is float:
             pg_fill_rows_f32(xbase + h0 * g.xs[3], g.xs[2], nrow, g0, g.gs[2], g.dlo, wd, kh,
                              ww if g.scale_w else NULL, d0, d1)
+            return
+        if store_t is uint16_t:
+            pg_fill_rows_h16(xbase + h0 * g.xs[3], g.xs[2], nrow, g0, g.gs[2], g.dlo, wd, kh,
+                             ww if g.scale_w else NULL, d0, d1, g.kind == K_BF16)
             return
     for idd in range(d0, d1):
         od = g.dlo[idd]

@@ -478,6 +478,64 @@ PG_FILL_ROWS_F32(pg_fill_rows_f32_avx2, PG_TARGET_AVX2, PG_FILL_STORE_AVX2)
 #define pg_fill_rows_f32(...) pg_fill_rows_f32_base(__VA_ARGS__)
 #endif
 
+/* the same for float16 / bfloat16 planes: the value converted to float32, scaled, and
+ * rounded back once (round to nearest even), as _fill_rows does */
+#define PG_FILL_ROWS_H16(NAME, ATTR, TO32, TO16, STORE)                                     \
+ATTR static void NAME(uint16_t *dst, ptrdiff_t xs2, ptrdiff_t n, const uint16_t *g0,        \
+                      ptrdiff_t gs2, const int64_t *dlo, const float *wd, float kh,         \
+                      const float *ww, ptrdiff_t d0, ptrdiff_t d1)                          \
+{                                                                                           \
+    for (ptrdiff_t d = d0; d < d1; d++) {                                                   \
+        const ptrdiff_t od = (ptrdiff_t)dlo[d];                                             \
+        float x = TO32(g0[od * gs2]);                                                       \
+        if (ww) x = x * ww[0];                                                              \
+        x = (wd[od] * kh) * x;                                                              \
+        const uint16_t v = TO16(x);                                                         \
+        STORE(dst + d * xs2, v, n);                                                         \
+    }                                                                                       \
+}
+
+PG_FILL_ROWS_H16(pg_fill_rows_f16_base, , pg_f16_to_f32, pg_f32_to_f16, PG_FILL_STORE_BASE)
+PG_FILL_ROWS_H16(pg_fill_rows_bf16_base, , pg_bf16_to_f32, pg_f32_to_bf16, PG_FILL_STORE_BASE)
+
+#if PG_X86_DISPATCH
+#define PG_FILL_STORE16_AVX2(p, v, n)                                                       \
+    do {                                                                                    \
+        if ((n) >= 16) {                                                                    \
+            const __m256i v_ = _mm256_set1_epi16((short)(v));                               \
+            ptrdiff_t i_ = 0;                                                               \
+            for (; i_ + 16 <= (n); i_ += 16) _mm256_storeu_si256((__m256i *)((p) + i_), v_); \
+            if (i_ < (n)) _mm256_storeu_si256((__m256i *)((p) + (n) - 16), v_);             \
+        } else {                                                                            \
+            for (ptrdiff_t i_ = 0; i_ < (n); i_++) (p)[i_] = (v);                           \
+        }                                                                                   \
+    } while (0)
+#define PG_F16_TO_F32_HW(h) _cvtsh_ss(h)
+#define PG_F32_TO_F16_HW(x) ((uint16_t)_cvtss_sh((x), _MM_FROUND_TO_NEAREST_INT))
+
+PG_FILL_ROWS_H16(pg_fill_rows_f16_avx2, __attribute__((target("avx2,f16c"))),
+                 PG_F16_TO_F32_HW, PG_F32_TO_F16_HW, PG_FILL_STORE16_AVX2)
+PG_FILL_ROWS_H16(pg_fill_rows_bf16_avx2, PG_TARGET_AVX2, pg_bf16_to_f32, pg_f32_to_bf16,
+                 PG_FILL_STORE16_AVX2)
+#endif
+
+/* pg_fill_rows_f32's 16-bit twin (bf16: bfloat16, else float16) */
+static inline void pg_fill_rows_h16(uint16_t *dst, ptrdiff_t xs2, ptrdiff_t n,
+                                    const uint16_t *g0, ptrdiff_t gs2, const int64_t *dlo,
+                                    const float *wd, float kh, const float *ww, ptrdiff_t d0,
+                                    ptrdiff_t d1, int bf16)
+{
+#if PG_X86_DISPATCH
+    if (pg_have_h16(bf16)) {
+        (bf16 ? pg_fill_rows_bf16_avx2 : pg_fill_rows_f16_avx2)(dst, xs2, n, g0, gs2, dlo, wd,
+                                                                 kh, ww, d0, d1);
+        return;
+    }
+#endif
+    (bf16 ? pg_fill_rows_bf16_base : pg_fill_rows_f16_base)(dst, xs2, n, g0, gs2, dlo, wd, kh,
+                                                             ww, d0, d1);
+}
+
 /* a contiguous row copy with the same line policy (the max-pool scatter's store) */
 static inline void pg_stream_f32(float *dst, const float *src, ptrdiff_t n)
 {
