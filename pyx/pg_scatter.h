@@ -525,29 +525,19 @@ __attribute__((target("avx2,f16c")))
 static void pg_wrowc(void *dst, ptrdiff_t ds, const void *g, int kind, int stream,
                      const uint8_t *code, ptrdiff_t Wo, ptrdiff_t r0, ptrdiff_t r1)
 {
-#define PG_WC(k, s) pg_wrowc_body((char *)dst, ds, g, k, s, code, Wo, r0, r1)
+    /* the kind, the store and (for windows two high, the 112 -> 56 case: the row loop
+     * unrolled) the rows as constants */
+#define PG_WC(k, s, a, b) pg_wrowc_body((char *)dst, ds, g, k, s, code, Wo, a, b)
+#define PG_WC_KIND(s, a, b) (kind == 0 ? PG_WC(0, s, a, b)                                  \
+                             : kind == 1 ? PG_WC(1, s, a, b) : PG_WC(2, s, a, b))
     if (r0 == 0 && r1 == 2) {
-        /* windows two high (the 112 -> 56 case): the row loop unrolled */
-#define PG_WC2(k, s) pg_wrowc_body((char *)dst, ds, g, k, s, code, Wo, 0, 2)
-        if (stream) {
-            if (kind == 0) PG_WC2(0, 1);
-            else if (kind == 1) PG_WC2(1, 1);
-            else PG_WC2(2, 1);
-        } else {
-            if (kind == 0) PG_WC2(0, 0);
-            else if (kind == 1) PG_WC2(1, 0);
-            else PG_WC2(2, 0);
-        }
-#undef PG_WC2
-    } else if (stream) {
-        if (kind == 0) PG_WC(0, 1);
-        else if (kind == 1) PG_WC(1, 1);
-        else PG_WC(2, 1);
+        if (stream) PG_WC_KIND(1, 0, 2);
+        else PG_WC_KIND(0, 0, 2);
     } else {
-        if (kind == 0) PG_WC(0, 0);
-        else if (kind == 1) PG_WC(1, 0);
-        else PG_WC(2, 0);
+        if (stream) PG_WC_KIND(1, r0, r1);
+        else PG_WC_KIND(0, r0, r1);
     }
+#undef PG_WC_KIND
 #undef PG_WC
 }
 

@@ -430,93 +430,76 @@ static void pg_fill_avx2(void *dst, const void *value, ptrdiff_t size, ptrdiff_t
 #endif
 
 /*
- * Global pooling's float32 planes, D row by D row (_fill_rows in _kernels.pyx, whose
- * arithmetic this is): row d, n values at dst + d*xs2, is filled with
- *   (wd[od] * kh) * (g0[od*gs2] * ww[0])      od = dlo[d]; no ww factor where ww is NULL.
+ * Global pooling's planes, D row by D row (_fill_rows in _kernels.pyx, whose arithmetic
+ * this is): row d, n values at dst + d*xs2, is filled with
+ *   FROM32((wd[od] * kh) * (TO32(g0[od*gs2]) * ww[0]))   od = dlo[d]; no ww where it is NULL
+ * (float32: no conversions; float16 / bfloat16: to float32 and rounded back once).
  * One loop over the rows, so a 49-value plane costs its seven stores and a few
  * instructions, not a call and a dispatch (the folded benchmark case has 131,072 planes).
  */
-#define PG_FILL_ROWS_F32(NAME, ATTR, STORE)                                                 \
-ATTR static void NAME(float *dst, ptrdiff_t xs2, ptrdiff_t n, const float *g0,              \
-                      ptrdiff_t gs2, const int64_t *dlo, const float *wd, float kh,         \
-                      const float *ww, ptrdiff_t d0, ptrdiff_t d1)                          \
-{                                                                                           \
-    for (ptrdiff_t d = d0; d < d1; d++) {                                                   \
-        const ptrdiff_t od = (ptrdiff_t)dlo[d];                                             \
-        float x = g0[od * gs2];                                                             \
-        if (ww) x = x * ww[0];                                                              \
-        x = (wd[od] * kh) * x;                                                              \
-        STORE(dst + d * xs2, x, n);                                                         \
-    }                                                                                       \
-}
-
-#define PG_FILL_STORE_BASE(p, x, n)                                                         \
-    do {                                                                                    \
-        for (ptrdiff_t i_ = 0; i_ < (n); i_++) (p)[i_] = (x);                               \
-    } while (0)
-
-PG_FILL_ROWS_F32(pg_fill_rows_f32_base, , PG_FILL_STORE_BASE)
-
-#if PG_X86_DISPATCH
-/* eight values a store; a row of 8 or more ends with one store overlapping the one before */
-#define PG_FILL_STORE_AVX2(p, x, n)                                                         \
-    do {                                                                                    \
-        if ((n) >= 8) {                                                                     \
-            const __m256 v_ = _mm256_set1_ps(x);                                            \
-            ptrdiff_t i_ = 0;                                                               \
-            for (; i_ + 8 <= (n); i_ += 8) _mm256_storeu_ps((p) + i_, v_);                  \
-            if (i_ < (n)) _mm256_storeu_ps((p) + (n) - 8, v_);                              \
-        } else {                                                                            \
-            for (ptrdiff_t i_ = 0; i_ < (n); i_++) (p)[i_] = (x);                           \
-        }                                                                                   \
-    } while (0)
-
-PG_FILL_ROWS_F32(pg_fill_rows_f32_avx2, PG_TARGET_AVX2, PG_FILL_STORE_AVX2)
-#define pg_fill_rows_f32(...)                                                               \
-    (pg_have_avx2() ? pg_fill_rows_f32_avx2(__VA_ARGS__) : pg_fill_rows_f32_base(__VA_ARGS__))
-#else
-#define pg_fill_rows_f32(...) pg_fill_rows_f32_base(__VA_ARGS__)
-#endif
-
-/* the same for float16 / bfloat16 planes: the value converted to float32, scaled, and
- * rounded back once (round to nearest even), as _fill_rows does */
-#define PG_FILL_ROWS_H16(NAME, ATTR, TO32, TO16, STORE)                                     \
-ATTR static void NAME(uint16_t *dst, ptrdiff_t xs2, ptrdiff_t n, const uint16_t *g0,        \
-                      ptrdiff_t gs2, const int64_t *dlo, const float *wd, float kh,         \
-                      const float *ww, ptrdiff_t d0, ptrdiff_t d1)                          \
+#define PG_FILL_ROWS(NAME, ATTR, T, TO32, FROM32, STORE)                                    \
+ATTR static void NAME(T *dst, ptrdiff_t xs2, ptrdiff_t n, const T *g0, ptrdiff_t gs2,        \
+                      const int64_t *dlo, const float *wd, float kh, const float *ww,       \
+                      ptrdiff_t d0, ptrdiff_t d1)                                           \
 {                                                                                           \
     for (ptrdiff_t d = d0; d < d1; d++) {                                                   \
         const ptrdiff_t od = (ptrdiff_t)dlo[d];                                             \
         float x = TO32(g0[od * gs2]);                                                       \
         if (ww) x = x * ww[0];                                                              \
         x = (wd[od] * kh) * x;                                                              \
-        const uint16_t v = TO16(x);                                                         \
+        const T v = FROM32(x);                                                              \
         STORE(dst + d * xs2, v, n);                                                         \
     }                                                                                       \
 }
+#define PG_SAME(x) (x)
 
-PG_FILL_ROWS_H16(pg_fill_rows_f16_base, , pg_f16_to_f32, pg_f32_to_f16, PG_FILL_STORE_BASE)
-PG_FILL_ROWS_H16(pg_fill_rows_bf16_base, , pg_bf16_to_f32, pg_f32_to_bf16, PG_FILL_STORE_BASE)
+#define PG_FILL_STORE_BASE(p, x, n)                                                         \
+    do {                                                                                    \
+        for (ptrdiff_t i_ = 0; i_ < (n); i_++) (p)[i_] = (x);                               \
+    } while (0)
+
+PG_FILL_ROWS(pg_fill_rows_f32_base, , float, PG_SAME, PG_SAME, PG_FILL_STORE_BASE)
 
 #if PG_X86_DISPATCH
-#define PG_FILL_STORE16_AVX2(p, v, n)                                                       \
+/* 32 bytes (L values) a store; a row of L or more ends with one store overlapping the one
+ * before */
+#define PG_FILL_STORE_AVX2(p, x, n, L, SET1)                                                \
     do {                                                                                    \
-        if ((n) >= 16) {                                                                    \
-            const __m256i v_ = _mm256_set1_epi16((short)(v));                               \
+        if ((n) >= (L)) {                                                                   \
+            const __m256i v_ = SET1(x);                                                     \
             ptrdiff_t i_ = 0;                                                               \
-            for (; i_ + 16 <= (n); i_ += 16) _mm256_storeu_si256((__m256i *)((p) + i_), v_); \
-            if (i_ < (n)) _mm256_storeu_si256((__m256i *)((p) + (n) - 16), v_);             \
+            for (; i_ + (L) <= (n); i_ += (L)) _mm256_storeu_si256((__m256i *)((p) + i_), v_); \
+            if (i_ < (n)) _mm256_storeu_si256((__m256i *)((p) + (n) - (L)), v_);            \
         } else {                                                                            \
-            for (ptrdiff_t i_ = 0; i_ < (n); i_++) (p)[i_] = (v);                           \
+            for (ptrdiff_t i_ = 0; i_ < (n); i_++) (p)[i_] = (x);                           \
         }                                                                                   \
     } while (0)
+#define PG_SET1_F32(x) _mm256_castps_si256(_mm256_set1_ps(x))
+#define PG_SET1_U16(x) _mm256_set1_epi16((short)(x))
+#define PG_FILL_STORE_AVX2_F32(p, x, n) PG_FILL_STORE_AVX2(p, x, n, 8, PG_SET1_F32)
+#define PG_FILL_STORE_AVX2_U16(p, x, n) PG_FILL_STORE_AVX2(p, x, n, 16, PG_SET1_U16)
+
+PG_FILL_ROWS(pg_fill_rows_f32_avx2, PG_TARGET_AVX2, float, PG_SAME, PG_SAME,
+             PG_FILL_STORE_AVX2_F32)
+#define pg_fill_rows_f32(...)                                                               \
+    (pg_have_avx2() ? pg_fill_rows_f32_avx2(__VA_ARGS__) : pg_fill_rows_f32_base(__VA_ARGS__))
+#else
+#define pg_fill_rows_f32(...) pg_fill_rows_f32_base(__VA_ARGS__)
+#endif
+
+PG_FILL_ROWS(pg_fill_rows_f16_base, , uint16_t, pg_f16_to_f32, pg_f32_to_f16,
+             PG_FILL_STORE_BASE)
+PG_FILL_ROWS(pg_fill_rows_bf16_base, , uint16_t, pg_bf16_to_f32, pg_f32_to_bf16,
+             PG_FILL_STORE_BASE)
+
+#if PG_X86_DISPATCH
 #define PG_F16_TO_F32_HW(h) _cvtsh_ss(h)
 #define PG_F32_TO_F16_HW(x) ((uint16_t)_cvtss_sh((x), _MM_FROUND_TO_NEAREST_INT))
 
-PG_FILL_ROWS_H16(pg_fill_rows_f16_avx2, __attribute__((target("avx2,f16c"))),
-                 PG_F16_TO_F32_HW, PG_F32_TO_F16_HW, PG_FILL_STORE16_AVX2)
-PG_FILL_ROWS_H16(pg_fill_rows_bf16_avx2, PG_TARGET_AVX2, pg_bf16_to_f32, pg_f32_to_bf16,
-                 PG_FILL_STORE16_AVX2)
+PG_FILL_ROWS(pg_fill_rows_f16_avx2, __attribute__((target("avx2,f16c"))), uint16_t,
+             PG_F16_TO_F32_HW, PG_F32_TO_F16_HW, PG_FILL_STORE_AVX2_U16)
+PG_FILL_ROWS(pg_fill_rows_bf16_avx2, PG_TARGET_AVX2, uint16_t, pg_bf16_to_f32, pg_f32_to_bf16,
+             PG_FILL_STORE_AVX2_U16)
 #endif
 
 /* pg_fill_rows_f32's 16-bit twin (bf16: bfloat16, else float16) */
