@@ -304,6 +304,48 @@ class CopyBench:
         return res
 
 
+class TrafficBound:
+    """The least time, on this machine, for a gradient that reads grad_output (and the
+    indices) once and writes grad_input once: an OpenMP team of as many threads as the
+    case uses reads a buffer of the bytes read and writes one of grad_input's size with a
+    16 KiB sample of the real result, over and over (pool_grad._kernels._traffic_for_benchmark), with ordinary
+    and with streaming stores: the faster.  Unlike the copy, it reads and writes as many
+    bytes as the case does, and it writes what the case writes (this VM writes lines of
+    zeros faster than other lines, and a max-pool gradient is mostly zeros)."""
+
+    SAMPLE = 1 << 14
+    MIN_BYTES = 1 << 20
+
+    def __init__(self, nthreads):
+        self.nthreads = nthreads
+        self.fn = getattr(pg._kernels, "_traffic_for_benchmark", None)
+
+    @classmethod
+    def sample(cls, gi):
+        """The first bytes of grad_input, in memory order."""
+        flat = gi.ravel(order="K")
+        return np.ascontiguousarray(flat[:max(1, cls.SAMPLE // flat.itemsize)]).view(np.uint8)
+
+    def run(self, read_bytes, write_bytes, sample, timer):
+        if self.fn is None or write_bytes == 0:
+            self.best_fn = None
+            return None
+        src = np.ones(max(1, read_bytes // 8), np.uint64)
+        dst = np.empty(write_bytes, np.uint8)
+        dst[...] = 1  # fault the pages in
+        res = {"read_bytes": int(src.nbytes), "write_bytes": int(dst.nbytes)}
+        best = None
+        for key, stream in (("ordinary_ms", False), ("stream_ms", True)):
+            fn = functools.partial(self.fn, dst, src, sample, self.nthreads, stream)
+            tn, _, _ = timer(fn)
+            res[key] = tn * 1e3
+            if best is None or tn < best:
+                best, self.best_fn = tn, fn
+        res["best_ms"] = best * 1e3
+        res["gbps"] = (src.nbytes + dst.nbytes) / best / 1e9
+        return res
+
+
 class Background:
     """CPUs kept busy by *other* processes while a measurement runs: machine busy time
     (/proc/stat, steal included) minus this process's CPU time, per second of wall time.
@@ -396,6 +438,8 @@ def run_case(case, nthreads, timer, copier, torch_mod, rng):
         else:
             r["torch_ms"] = None
             r["torch_error"] = data.torch_error
+    sample = TrafficBound.sample(data.gi)
+    read_bytes = data.nbytes - data.gi.nbytes
     del data
     cp = copier.run(r["bytes"], timer)
     r["copy"] = cp
@@ -403,6 +447,15 @@ def run_case(case, nthreads, timer, copier, torch_mod, rng):
     r["pct_copy"] = 100.0 * r["pg_gbps"] / cp["gbps"]
     r["pct_copy_paired"] = _paired_pct(lambda: op.execute(workspace=ws), t,
                                        copier.best_fn, cp["best_ms"] / 1e3, timer.budget)
+    bound = TrafficBound(r["auto_threads"] or nthreads or pg.get_num_threads())
+    # (not for calls of a few kilobytes, which time the call, not the traffic)
+    bd = (bound.run(read_bytes, r["grad_input_bytes"], sample, timer)
+          if r["bytes"] >= TrafficBound.MIN_BYTES else None)
+    r["bound"] = bd
+    if bd is not None:
+        r["pct_bound"] = 100.0 * bd["best_ms"] / r["pg_ms"]
+        r["pct_bound_paired"] = _paired_pct(lambda: op.execute(workspace=ws), t,
+                                            bound.best_fn, bd["best_ms"] / 1e3, timer.budget)
     del op, ws
     r["bg_cpus"] = bg.stop()
     return r
@@ -576,10 +629,15 @@ def _f(x, fmt):
     return "-" if x is None else format(x, fmt)
 
 
+def _pct(x):
+    return "     -" if x is None else format(x, "5.0f") + "%"
+
+
 def print_table(rows, nthreads, file=sys.stdout):
     w = max([len(r["name"]) for r in rows] + [4])
     head = (f"{'case':<{w}} {'pg ms':>9} {'GB/s':>6} {'%copy':>6} {'paired':>6} "
-            f"{'1shot ms':>9} {'torch ms':>9} {'speedup':>8} {'copy GB/s':>9} {'bg':>4}")
+            f"{'%bound':>6} {'1shot ms':>9} {'torch ms':>9} {'speedup':>8} {'copy GB/s':>9} "
+            f"{'bg':>4}")
     print(f"\n== {nthreads} thread{'s' if nthreads != 1 else ''}  (pg ms: op.execute into "
           f"preallocated out, median; bg: CPUs busy with other processes)", file=file)
     print(head, file=file)
@@ -588,7 +646,7 @@ def print_table(rows, nthreads, file=sys.stdout):
         sp = r.get("speedup")
         print(f"{r['name']:<{w}} {_f(r['pg_ms'], '9.3f')} {_f(r['pg_gbps'], '6.1f')} "
               f"{_f(r['pct_copy'], '5.0f')}% {_f(r.get('pct_copy_paired'), '5.0f')}% "
-              f"{_f(r['oneshot_ms'], '9.3f')} "
+              f"{_pct(r.get('pct_bound_paired'))} {_f(r['oneshot_ms'], '9.3f')} "
               f"{_f(r.get('torch_ms'), '9.3f')} {(_f(sp, '7.2f') + 'x') if sp else '       -'} "
               f"{_f(r['copy_gbps'], '9.1f')} {_f(r.get('bg_cpus'), '4.1f')}", file=file)
     errs = [r for r in rows if r.get("torch_error")]
@@ -701,7 +759,9 @@ def main(argv=None):
     print(f"{info['cpu']}, {info['nproc']} cpus, {info['date']}")
     print("GB/s = (grad_output + grad_input [+ indices] bytes) / time; %copy = vs the best "
           "copy (np.copyto / OpenMP memcpy / OpenMP streaming) moving as many bytes; paired = "
-          "the same ratio from interleaved rounds (median); speedup = torch ms / pg ms")
+          "the same ratio from interleaved rounds (median); %bound = time of an OpenMP pass "
+          "that only reads the case's input bytes and writes its output bytes (a sample of "
+          "the real result) / pg time, from interleaved rounds; speedup = torch ms / pg ms")
 
     t_start = time.perf_counter()
     runs = []

@@ -52,13 +52,20 @@ def run_md(doc, run, one_shot, checks):
            + ("; % copy, paired = the same ratio from interleaved rounds of pool_grad and "
               "that copy (median), immune to the machine's drift between the two"
               if any(c.get("pct_copy_paired") is not None for c in run["cases"]) else "")
+           + ("; % bound = the time of an OpenMP pass that only reads the case's input "
+              "bytes and writes its output bytes (a sample of the real result), over "
+              "pool_grad's time, from interleaved rounds: how close the case is to this "
+              "machine's limit for its own traffic"
+              if any(c.get("pct_bound_paired") is not None for c in run["cases"]) else "")
            + "; speed-up = torch ms / pool_grad ms.", ""]
     bg = m.get("max_background_cpus")
     if bg is not None and bg > 0.25:
         out += [f"**Warning:** other processes kept up to {bg:.1f} CPUs busy during this "
                 f"run; treat multi-threaded numbers with suspicion.", ""]
     paired = any(c.get("pct_copy_paired") is not None for c in run["cases"])
-    head = ["case", "pool_grad ms", "GB/s", "% copy"] + (["% copy, paired"] if paired else [])
+    bound = any(c.get("pct_bound_paired") is not None for c in run["cases"])
+    head = (["case", "pool_grad ms", "GB/s", "% copy"] + (["% copy, paired"] if paired else [])
+            + (["% bound"] if bound else []))
     if one_shot:
         head.append("one-shot ms")
     head += ["torch ms", "speed-up"]
@@ -69,6 +76,8 @@ def run_md(doc, run, one_shot, checks):
         row = [c["name"], _ms(c["pg_ms"]), _f(c["pg_gbps"], ".1f"), _f(c["pct_copy"], ".0f")]
         if paired:
             row.append(_f(c.get("pct_copy_paired"), ".0f"))
+        if bound:
+            row.append(_f(c.get("pct_bound_paired"), ".0f"))
         if one_shot:
             row.append(_ms(c.get("oneshot_ms")))
         row += [_ms(c.get("torch_ms")), f"{sp:.2f}×" if sp else "–"]

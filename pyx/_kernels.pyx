@@ -62,6 +62,7 @@ cdef extern from "pg_stream.h" nogil:
     void pg_stream_f64(double* dst, const double* src, Py_ssize_t n)
     void pg_stream_u16(uint16_t* dst, const uint16_t* src, Py_ssize_t n)
     void pg_store_fence()
+    void pg_bench_copy(char* dst, const char* src, Py_ssize_t n)
     int PG_HAVE_STREAM
     ctypedef struct pg_sw:
         pass
@@ -240,6 +241,71 @@ def _copy_for_benchmark(dst, src, int n_threads, bint stream):
                 memcpy(&d[a], &s[a], b - a)
         pg_store_fence()
 
+
+cdef uint64_t _xor_words(const uint64_t* p, Py_ssize_t n) noexcept nogil:
+    # four independent chains, so the loads are not serialised on one register
+    cdef uint64_t x0 = 0, x1 = 0, x2 = 0, x3 = 0
+    cdef Py_ssize_t i = 0
+    while i + 4 <= n:
+        x0 ^= p[i]
+        x1 ^= p[i + 1]
+        x2 ^= p[i + 2]
+        x3 ^= p[i + 3]
+        i += 4
+    while i < n:
+        x0 ^= p[i]
+        i += 1
+    return x0 ^ x1 ^ x2 ^ x3
+
+
+cdef uint64_t _traffic_chunk(uint8_t* d, Py_ssize_t n, Py_ssize_t off, const uint64_t* s,
+                         Py_ssize_t nr, bint stream, const uint8_t* pat,
+                         Py_ssize_t np_) noexcept nogil:
+    cdef uint64_t x = _xor_words(s, nr)
+    cdef Py_ssize_t a = 0, o = off % np_, k
+    cdef pg_sw sw
+    if stream:
+        pg_sw_begin(&sw, d)
+    while a < n:
+        k = min(n - a, np_ - o)
+        if stream:
+            pg_sw_append(&sw, pat + o, k)
+        else:
+            pg_bench_copy(<char*>d + a, <const char*>pat + o, k)
+        a += k
+        o = 0
+    if stream:
+        pg_sw_end(&sw)
+    return x
+
+
+def _traffic_for_benchmark(dst, src, pattern, int n_threads, bint stream):
+    """Read every byte of `src` once and write every byte of `dst` once, as a kernel that
+    did nothing else would: an OpenMP team over 1 MiB chunks of `dst`, each chunk reading
+    its share of `src` (in proportion; 64-bit words, xor-ed together so that the reads
+    cannot be left out), then writing the bytes of `pattern` over it, repeated from the
+    start of `dst` (ordinary or line-streaming stores).  `pattern`, a sample of the real
+    output small enough to stay in the L1 cache: this VM's memory writes lines of zeros faster than other lines, and a
+    max-pool gradient is mostly zeros.  All C-contiguous, `src` a whole number of 64-bit
+    words.  Returns the xor of `src`'s words.  The benchmarks' traffic bound, the least
+    time for a gradient that reads grad_output (and indices) once and writes grad_input
+    once (benchmarks/bench.py); not part of the API."""
+    cdef const uint64_t[::1] s = memoryview(src).cast("B").cast("Q")
+    cdef uint8_t[::1] d = memoryview(dst).cast("B")
+    cdef const uint8_t[::1] pat = memoryview(pattern).cast("B")
+    cdef Py_ssize_t nw = d.shape[0], nr = s.shape[0], npat = pat.shape[0], chunk = 1 << 20
+    cdef Py_ssize_t nchunk = (nw + chunk - 1) // chunk, i, a, r0
+    cdef uint64_t x = 0
+    if nw == 0 or nr == 0 or npat == 0:
+        raise ValueError("src, dst and pattern must not be empty")
+    with nogil, parallel(num_threads=n_threads, use_threads_if=n_threads > 1):
+        for i in prange(nchunk, schedule='static'):
+            a = i * chunk
+            r0 = nr * i // nchunk
+            x ^= _traffic_chunk(&d[a], min(chunk, nw - a), a, &s[0] + r0,
+                                nr * (i + 1) // nchunk - r0, stream, &pat[0], npat)
+        pg_store_fence()
+    return x
 
 
 # --------------------------------------------------------------------------------------

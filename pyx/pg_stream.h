@@ -549,9 +549,9 @@ static inline void pg_stream_u16(uint16_t *dst, const uint16_t *src, ptrdiff_t n
  * lines go out with streaming stores even where rows are shorter than a line or not
  * line-aligned (a line that spans two rows is assembled in `carry` first).  The partial
  * lines at the two ends of the region get ordinary stores, since the neighbouring bytes
- * may belong to another thread's region.  The benchmarks' streaming copy uses it.  (Tried
- * for the gather kernel's rows, where an item's rows follow each other in memory: no
- * faster on either machine measured, see benchmarks/RESULTS.md, so the kernels do not.)
+ * may belong to another thread's region.  Used by the float32 gather item for outputs
+ * larger than the cache (pg_item.h, `region`), the max-pool scatter's blocks
+ * (_store_region in _kernels.pyx) and the benchmarks' streaming copy and traffic bound.
  */
 typedef struct {
     char *pos;            /* next byte of the region to write */
@@ -619,6 +619,36 @@ static inline void pg_sw_end(pg_sw *w)
 }
 
 /* streaming stores are weakly ordered: fence before other threads may read the data */
+/* n bytes from src to dst with plain vector loads and stores, 32 (AVX2) or 16 bytes at a
+ * time: the benchmarks' traffic bound (_kernels.pyx), for which memcpy would pick its own
+ * method by size (rep movsb, streaming stores) */
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2
+static void pg_bench_copy_avx2(char *dst, const char *src, ptrdiff_t n)
+{
+    ptrdiff_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_loadu_si256((const __m256i *)(src + i)));
+    for (; i < n; i++) dst[i] = src[i];
+}
+#endif
+
+static inline void pg_bench_copy(char *dst, const char *src, ptrdiff_t n)
+{
+#if PG_X86_DISPATCH
+    if (pg_have_avx2()) {
+        pg_bench_copy_avx2(dst, src, n);
+        return;
+    }
+#endif
+    ptrdiff_t i = 0;
+#if PG_HAVE_STREAM
+    for (; i + 16 <= n; i += 16)
+        _mm_storeu_si128((__m128i *)(dst + i), _mm_loadu_si128((const __m128i *)(src + i)));
+#endif
+    for (; i < n; i++) dst[i] = src[i];
+}
+
 static inline void pg_store_fence(void)
 {
 #if PG_HAVE_STREAM
