@@ -618,7 +618,6 @@ static inline void pg_sw_end(pg_sw *w)
     w->ncarry = 0;
 }
 
-/* streaming stores are weakly ordered: fence before other threads may read the data */
 /* n bytes from src to dst with plain vector loads and stores, 32 (AVX2) or 16 bytes at a
  * time: the benchmarks' traffic bound (_kernels.pyx), for which memcpy would pick its own
  * method by size (rep movsb, streaming stores) */
@@ -649,6 +648,7 @@ static inline void pg_bench_copy(char *dst, const char *src, ptrdiff_t n)
     for (; i < n; i++) dst[i] = src[i];
 }
 
+/* streaming stores are weakly ordered: fence before other threads may read the data */
 static inline void pg_store_fence(void)
 {
 #if PG_HAVE_STREAM
