@@ -308,8 +308,9 @@ class TrafficBound:
     """The least time, on this machine, for a gradient that reads grad_output (and the
     indices) once and writes grad_input once: an OpenMP team of as many threads as the
     case uses reads a buffer of the bytes read and writes one of grad_input's size with a
-    16 KiB sample of the real result, over and over (pool_grad._kernels._traffic_for_benchmark), with ordinary
-    and with streaming stores: the faster.  Unlike the copy, it reads and writes as many
+    16 KiB sample of the real result, over and over
+    (pool_grad._kernels._traffic_for_benchmark), with ordinary and with streaming stores:
+    the faster.  Unlike the copy, it reads and writes as many
     bytes as the case does, and it writes what the case writes (this VM writes lines of
     zeros faster than other lines, and a max-pool gradient is mostly zeros)."""
 

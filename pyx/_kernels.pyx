@@ -259,8 +259,8 @@ cdef uint64_t _xor_words(const uint64_t* p, Py_ssize_t n) noexcept nogil:
 
 
 cdef uint64_t _traffic_chunk(uint8_t* d, Py_ssize_t n, Py_ssize_t off, const uint64_t* s,
-                         Py_ssize_t nr, bint stream, const uint8_t* pat,
-                         Py_ssize_t np_) noexcept nogil:
+                             Py_ssize_t nr, bint stream, const uint8_t* pat,
+                             Py_ssize_t np_) noexcept nogil:
     cdef uint64_t x = _xor_words(s, nr)
     cdef Py_ssize_t a = 0, o = off % np_, k
     cdef pg_sw sw
@@ -285,11 +285,11 @@ def _traffic_for_benchmark(dst, src, pattern, int n_threads, bint stream):
     its share of `src` (in proportion; 64-bit words, xor-ed together so that the reads
     cannot be left out), then writing the bytes of `pattern` over it, repeated from the
     start of `dst` (ordinary or line-streaming stores).  `pattern`, a sample of the real
-    output small enough to stay in the L1 cache: this VM's memory writes lines of zeros faster than other lines, and a
-    max-pool gradient is mostly zeros.  All C-contiguous, `src` a whole number of 64-bit
-    words.  Returns the xor of `src`'s words.  The benchmarks' traffic bound, the least
-    time for a gradient that reads grad_output (and indices) once and writes grad_input
-    once (benchmarks/bench.py); not part of the API."""
+    output small enough to stay in the L1 cache: this VM's memory writes lines of zeros
+    faster than other lines, and a max-pool gradient is mostly zeros.  All C-contiguous,
+    `src` a whole number of 64-bit words.  Returns the xor of `src`'s words.  The
+    benchmarks' traffic bound, the least time for a gradient that reads grad_output (and
+    indices) once and writes grad_input once (benchmarks/bench.py); not part of the API."""
     cdef const uint64_t[::1] s = memoryview(src).cast("B").cast("Q")
     cdef uint8_t[::1] d = memoryview(dst).cast("B")
     cdef const uint8_t[::1] pat = memoryview(pattern).cast("B")
