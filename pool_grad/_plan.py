@@ -119,7 +119,7 @@ def last_level_cache_bytes():
 
 # outputs larger than this are written with streaming (cache-bypassing) stores, on rows of
 # at least STREAM_ROW_BYTES, or (float32 C items, pg_item.h) as whole blocks of rows through
-# the line writer.  Measured (benchmarks/): streaming short rows one by one is slower than
+# a stage (pg_stream.h).  Measured (benchmarks/): streaming short rows one by one is slower than
 # ordinary stores, while long rows (channels-last) gain 15-20 % and row blocks of the
 # k3s2p1 case 13-24 % (see REGION_ROW_BYTES) where the output is larger than the
 # last-level cache; an output that fits in it (a 300 MB L3 holds the benchmark's 103 MB)
@@ -135,8 +135,9 @@ def streaming(out6):
 
 
 # rows shorter than this are not streamed as blocks either: the k2s2 case's 224-byte rows
-# took 1.1x the time of ordinary stores that way (the line writer's per-row work on a
-# compute-bound case), the k3s2p1 case's 448-byte rows 0.8x (2-vCPU EPYC)
+# took 1.1x the time of ordinary stores that way with the row-by-row line writer, and
+# 1.18-1.23x through the stage (it takes them from the one-term item, pg_item.h's `single`),
+# the k3s2p1 case's 448-byte rows 0.8x (2-vCPU EPYC)
 REGION_ROW_BYTES = 256
 
 

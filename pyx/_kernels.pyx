@@ -52,6 +52,7 @@ cdef extern from "pg_stream.h" nogil:
     void pg_combine_f64(double* dst, const double** rows, Py_ssize_t nr, Py_ssize_t n,
                         int stream)
     void pg_fill(void* dst, const void* value, Py_ssize_t size, Py_ssize_t n)
+    enum: PG_STAGE_EXTRA
     void pg_fill_rows_f32(float* dst, Py_ssize_t xs2, Py_ssize_t n, const float* g0,
                           Py_ssize_t gs2, const int64_t* dlo, const float* wd, float kh,
                           const float* ww, Py_ssize_t d0, Py_ssize_t d1)
@@ -97,6 +98,7 @@ cdef extern from "pg_item.h" nogil:
         const float* wh
         const float* ww
         int region
+        Py_ssize_t stage, stage_cap
         int single
         int dup2
         const int64_t* wrun
@@ -153,6 +155,15 @@ cdef enum:
     K_F64 = 1
     K_F16 = 2
     K_BF16 = 3
+
+# bytes of the stage through which a float32 gather item streams its region (pg_stream.h):
+# its whole lines go out each time it fills.  On the 2-vCPU EPYC (k3s2p1, 448-byte rows)
+# stages of 512-2048 bytes took 0.79-0.99x the time of the row-by-row line writer it
+# replaced on 2 threads (0.88-0.91x on 1), while 4 and 8 KiB took 1.14-1.25x: the stage
+# and the item's E rows must stay in L1 together, and streamed stores go better a few rows
+# at a time than in long bursts
+cdef enum:
+    STAGE_BYTES = 1024
 
 # cube_math_type roundings applied to grad_output on load (float32 storage only)
 cdef enum:
@@ -1049,6 +1060,9 @@ cdef class AvgGatherKernel(PlannedKernel):
     cdef Gather g
     cdef pg_item_f32 it
     cdef object _keep
+    # which C item (pg_item.h) runs the call: "", "rows", "region" (rows staged and
+    # streamed) or "single" (one term per value); for the tests
+    cdef readonly str c_item
     cdef const float[:, :, :, :, :, :] go_f
     cdef float[:, :, :, :, :, :] gi_f
     cdef const double[:, :, :, :, :, :] go_d
@@ -1114,6 +1128,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                 self.p_gi = <char*>&self.gi_h[0, 0, 0, 0, 0, 0]
             self.wd_f, self.wh_f, self.ww_f = wd, wh, ww
         g.item_f32 = NULL
+        self.c_item = ""
         if ((kind == K_F32 or kind == K_BF16 or kind == K_F16) and rnd == R_NONE
                 and g.L == 1 and g.gs[4] == 1 and g.xs[4] == 1
                 and g.m > 0 and not g.tstore and not g.fill and not g.stream):
@@ -1125,6 +1140,10 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.it.wd, self.it.wh = &self.wd_f[0], &self.wh_f[0]
             self.it.ww = &self.ww_f[0] if scale_w else NULL
             self.it.region = region and kind == K_F32
+            # the region's stage (pg_stream.h), after the E rows: STAGE_BYTES, or a row
+            # and a line if that is more
+            self.it.stage = rows * g.W
+            self.it.stage_cap = max(STAGE_BYTES, (g.W * 4 + 64 + 63) // 64 * 64)
             self.it.single = self.it.dup2 = 0
             t = runs[1]; self.it.hrun = &t[0]
             self.it.wrun, self.it.nrun = NULL, 0
@@ -1141,6 +1160,8 @@ cdef class AvgGatherKernel(PlannedKernel):
                 self.it.single = 1
                 self.it.dup2 = np.array_equal(np.asarray(taps), np.arange(g.W) // 2)
             g.item_f32 = &self.it
+            self.c_item = ("single" if self.it.single else
+                           "region" if self.it.region else "rows")
         self.n_items = g.N * g.C * g.nbd * g.nbh
         self.traffic = go6.nbytes + gi6.nbytes
         # row pointers, grow row + 2 sentinel slots, acc row, 16-bit staging row, E rows
@@ -1148,7 +1169,9 @@ cdef class AvgGatherKernel(PlannedKernel):
         self.scratch_elems = (g.max_terms * (sizeof(void*) // (8 if kind == K_F64 else 4))
                               + (g.Wo + 2) * g.L + g.W * g.L
                               + (g.W * g.L + 1) // 2 + rows * g.W * g.L
-                              + (bh * g.W * g.L if tstore else 0))
+                              + (bh * g.W * g.L if tstore else 0)
+                              + ((self.it.stage_cap + PG_STAGE_EXTRA) // 4
+                                 if g.item_f32 != NULL and self.it.region else 0))
         self.scratch_bytes = self.scratch_elems * (8 if kind == K_F64 else 4)
 
     cdef _release(self):

@@ -549,9 +549,9 @@ static inline void pg_stream_u16(uint16_t *dst, const uint16_t *src, ptrdiff_t n
  * lines go out with streaming stores even where rows are shorter than a line or not
  * line-aligned (a line that spans two rows is assembled in `carry` first).  The partial
  * lines at the two ends of the region get ordinary stores, since the neighbouring bytes
- * may belong to another thread's region.  Used by the float32 gather item for outputs
- * larger than the cache (pg_item.h, `region`), the max-pool scatter's blocks
- * (_store_region in _kernels.pyx) and the benchmarks' streaming copy and traffic bound.
+ * may belong to another thread's region.  Used by the max-pool scatter's blocks
+ * (_store_region in _kernels.pyx), its window item, and the benchmarks' streaming copy and
+ * traffic bound; the gather item forms its rows in place instead (pg_stage, below).
  */
 typedef struct {
     char *pos;            /* next byte of the region to write */
@@ -616,6 +616,104 @@ static inline void pg_sw_end(pg_sw *w)
 {
     if (w->ncarry) memcpy(w->pos - w->ncarry, w->carry, (size_t)w->ncarry);
     w->ncarry = 0;
+}
+
+/*
+ * A staged region writer, for rows formed by the caller: each row is formed straight into
+ * a small (L1-sized) buffer laid out like the region, byte i of the buffer bound for
+ * output byte base + i with base 64-byte aligned, and when the buffer is full every whole
+ * line in it goes out with a streaming store and the partial last line moves to the front.
+ * So a line that spans two rows costs nothing extra, and the work per row is the row's own
+ * arithmetic: the float32 gather item's region (pg_item.h), whose rows are often shorter
+ * than a few lines and whose region is rarely line-aligned (numpy aligns large arrays to
+ * 16 bytes).  As in pg_sw, the partial lines at the region's two ends get ordinary stores.
+ */
+typedef struct {
+    char *base;          /* output address of buf[0], 64-byte aligned */
+    char *buf;           /* 64-byte aligned, cap + 64 bytes */
+    ptrdiff_t lo;        /* bytes of buf[0..64) before the region (until the first flush) */
+    ptrdiff_t hi;        /* end of the bytes formed */
+    ptrdiff_t cap;       /* a multiple of 64, at least 64 more than the longest row */
+} pg_stage;
+
+/* the bytes a stage needs beyond its capacity: 64 of alignment and 64 of slack */
+#define PG_STAGE_EXTRA 128
+
+static inline void pg_stage_begin(pg_stage *s, void *dst, void *mem, ptrdiff_t cap)
+{
+    s->lo = (ptrdiff_t)(((uintptr_t)dst) & 63u);
+    s->base = (char *)dst - s->lo;
+    s->buf = (char *)(((uintptr_t)mem + 63u) & ~(uintptr_t)63u);
+    s->hi = s->lo;
+    s->cap = cap;
+}
+
+/* the whole lines formed so far streamed out; with `last`, the rest with ordinary stores,
+ * else the partial last line kept (moved to the front) */
+#define PG_STAGE_FLUSH(NAME, ATTR, LINE)                                                    \
+ATTR static void NAME(pg_stage *s, int last)                                                \
+{                                                                                           \
+    const ptrdiff_t lines_end = s->hi & ~(ptrdiff_t)63;                                     \
+    ptrdiff_t i = 0;                                                                        \
+    if (s->lo) {          /* the region's first line, partly another's */                   \
+        const ptrdiff_t e = s->hi < 64 ? s->hi : 64;                                        \
+        memcpy(s->base + s->lo, s->buf + s->lo, (size_t)(e - s->lo));                       \
+        s->lo = 0;                                                                          \
+        i = 64;                                                                             \
+    }                                                                                       \
+    for (; i < lines_end; i += 64) LINE(s->base + i, s->buf + i);                           \
+    if (last) {                                                                             \
+        if (s->hi > i) memcpy(s->base + i, s->buf + i, (size_t)(s->hi - i));                \
+        s->hi = 0;                                                                          \
+        return;                                                                             \
+    }                                                                                       \
+    memcpy(s->buf, s->buf + lines_end, 64);   /* the slack keeps this inside buf */         \
+    s->base += lines_end;                                                                   \
+    s->hi -= lines_end;                                                                     \
+}
+
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_stage_line_avx2(char *dst, const char *src)
+{
+    const __m256 a = _mm256_load_ps((const float *)src);
+    const __m256 b = _mm256_load_ps((const float *)(src + 32));
+    _mm256_stream_ps((float *)dst, a);
+    _mm256_stream_ps((float *)(dst + 32), b);
+}
+PG_STAGE_FLUSH(pg_stage_flush_avx2, PG_TARGET_AVX2, pg_stage_line_avx2)
+#endif
+static inline void pg_stage_line_base(char *dst, const char *src)
+{
+    pg_sw_line(dst, (const unsigned char *)src);
+}
+PG_STAGE_FLUSH(pg_stage_flush_base, , pg_stage_line_base)
+
+/* where the next n bytes of the region are to be formed (whole lines streamed first if
+ * they would not fit); `avx` a constant of the caller's build */
+PG_ALWAYS_INLINE
+static inline void *pg_stage_next(pg_stage *s, ptrdiff_t n, int avx)
+{
+    if (s->hi + n > s->cap) {
+#if PG_X86_DISPATCH
+        if (avx) pg_stage_flush_avx2(s, 0); else
+#endif
+        pg_stage_flush_base(s, 0);
+        (void)avx;
+    }
+    void *p = s->buf + s->hi;
+    s->hi += n;
+    return p;
+}
+
+PG_ALWAYS_INLINE
+static inline void pg_stage_end(pg_stage *s, int avx)
+{
+#if PG_X86_DISPATCH
+    if (avx) { pg_stage_flush_avx2(s, 1); return; }
+#endif
+    (void)avx;
+    pg_stage_flush_base(s, 1);
 }
 
 /* n bytes from src to dst with plain vector loads and stores, 32 (AVX2) or 16 bytes at a

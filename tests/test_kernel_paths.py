@@ -246,6 +246,53 @@ def test_split_items_give_the_same_bits(dtype, request):
         assert np.array_equal(a, b)
 
 
+# rows of 52 bytes (a plane inside a line or across two), 68, exactly a line, 148, and
+# 1200 (longer than the stage, pg_stream.h's pg_stage); narrower rows take the lane path
+REGION_SHAPES = [(1, 2, 1, 13), (2, 3, 5, 17), (1, 2, 9, 16), (2, 3, 33, 37), (1, 2, 20, 100),
+                 (1, 2, 7, 300)]
+
+
+@pytest.mark.parametrize("simd", ["default", "baseline_simd"])
+@pytest.mark.parametrize("split", [False, True], ids=["planes", "split"])
+@pytest.mark.parametrize("x_shape", REGION_SHAPES)
+def test_staged_region_at_every_offset_from_a_line(x_shape, split, simd, request,
+                                                  monkeypatch):
+    """The float32 C item's streamed region, formed in a stage and written as whole lines:
+    grad_input starting at every 4-byte offset from a cache line, planes smaller than a
+    line, rows shorter and longer than a line and than the stage, items of whole planes
+    (many stage fills each) and of single rows (a region starting mid-plane).  The same
+    bits as ordinary stores, and nothing written outside grad_input."""
+    if simd != "default":
+        request.getfixturevalue(simd)
+    rng = np.random.default_rng(21)
+    size = int(np.prod(x_shape))
+    runs = []
+    for s in (2, 1):   # grad_input rows of one or two terms, and of two or three
+        y = pg.avg_pool2d(np.zeros(x_shape, np.float32), 3, s, 1)
+        go = make_array(y.shape, np.float32, rng)
+        runs.append((s, go, _bits(pg.avg_pool2d_backward(go, x_shape, 3, s, 1))))
+    request.getfixturevalue("stream_regions")
+    if split:
+        request.getfixturevalue("split_items")
+    else:   # whole planes however many CPUs the machine has
+        monkeypatch.setattr(_plan, "MIN_ITEM_VALUES", 1 << 62)
+    _plan.gather_geometry.cache_clear()
+    guard = np.uint32(0x7FC0BEEF)
+    raw = np.empty(size + 32, np.float32)
+    base = (-raw.ctypes.data % 64) // 4     # raw[base] starts a line
+    for s, go, want in runs:
+        for off in range(16):
+            raw.view(np.uint32).fill(guard)
+            out = raw[base + off:base + off + size].reshape(x_shape)
+            op = pg.AvgPool2dBackward(go, x_shape, 3, s, 1, False, True, 0, 0, out)
+            assert op._kernel.c_item == "region"
+            op.execute(n_threads=2)
+            assert np.array_equal(_bits(out), want), (s, off)
+            left = raw[:base + off].view(np.uint32)
+            right = raw[base + off + size:].view(np.uint32)
+            assert np.all(left == guard) and np.all(right == guard), (s, off)
+
+
 SIMD_AVG = [  # (x shape, kernel, stride, padding, count_include_pad)
     ((2, 3, 21, 37), 3, 2, 1, True),       # phases of 1 and 2 taps
     ((2, 3, 20, 40), 2, 2, 0, True),       # 1 and 1
