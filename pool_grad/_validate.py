@@ -126,9 +126,10 @@ def check_no_overlap(out, other, out_name, other_name):
 
 def float_dtype(arr, name):
     dt = arr.dtype
-    if not isinstance(dt, np.dtype) or dt not in FLOAT_DTYPES:
+    if not isinstance(dt, np.dtype) or (dt not in FLOAT_DTYPES
+                                        and dt.newbyteorder("=") not in FLOAT_DTYPES):
         raise invalid(name, f"dtype must be {_DTYPE_NAMES}", str(dt))
-    if not dt.isnative:
+    if not dt.isnative:   # e.g. >f4 on a little-endian machine
         raise invalid(name, "must be in the machine's byte order", str(dt))
     return dt
 

@@ -543,6 +543,16 @@ def test_out_partially_overlapping_grad_output_is_161002():
     assert np.all(buf == 1)
 
 
+def test_grad_output_or_out_in_swapped_byte_order_is_161002_naming_byte_order():
+    swapped = np.dtype(np.float64).newbyteorder()
+    for g, out, names in [(np.ones((1, 2, 1, 2, 2), swapped), None, GO),
+                          (np.ones((1, 2, 1, 2, 2)), np.empty((1, 2, 2, 4, 4), swapped), OUT)]:
+        with pytest.raises(ParamInvalidError) as ei:
+            pool_grad.adaptive_avg_pool3d_backward(g, (1, 2, 2, 4, 4), out=out)
+        _assert_error(ei, ParamInvalidError, INVALID, names)
+        assert "byte order" in str(ei.value)
+
+
 def test_out_as_list_is_161002():
     g = np.ones((1, 1, 1, 1, 1), np.float64)
     with pytest.raises(ParamInvalidError) as ei:

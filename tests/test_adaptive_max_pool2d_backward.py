@@ -513,6 +513,18 @@ def test_out_overlapping_grad_output_is_161002():
     _assert_error(ei, ParamInvalidError, INVALID, OUT + GO)
 
 
+def test_grad_output_or_out_in_swapped_byte_order_is_161002_naming_byte_order():
+    swapped = np.dtype(np.float32).newbyteorder()
+    idx = np.zeros((1, 2, 2, 2), np.int64)
+    for g, out, names in [(np.ones((1, 2, 2, 2), swapped), None, GO),
+                          (np.ones((1, 2, 2, 2), np.float32), np.empty((1, 2, 4, 4), swapped),
+                           OUT)]:
+        with pytest.raises(ParamInvalidError) as ei:
+            pool_grad.adaptive_max_pool2d_backward(g, (1, 2, 4, 4), idx, out=out)
+        _assert_error(ei, ParamInvalidError, INVALID, names)
+        assert "byte order" in str(ei.value)
+
+
 def test_out_as_list_is_161002():
     with pytest.raises(ParamInvalidError) as ei:
         pool_grad.adaptive_max_pool2d_backward(np.ones((1, 1, 1, 1)), (1, 1, 1, 2),

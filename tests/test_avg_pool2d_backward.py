@@ -495,6 +495,24 @@ def test_unsupported_dtype_is_161002(api, dtype):
     assert_error(ei, ParamInvalidError, *GO_NAMES, *X_NAMES, *GI_NAMES)
 
 
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("where", ["grad_output", "x", "grad_input"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16],
+                         ids=["float32", "float64", "float16"])
+def test_swapped_byte_order_is_161002_naming_byte_order(api, where, dtype):
+    """A supported dtype in the other byte order (e.g. >f4 here): the rule it breaks is
+    the byte order, not the dtype."""
+    swapped = np.dtype(dtype).newbyteorder()
+    go = np.ones(GO_SHAPE, swapped if where == "grad_output" else dtype)
+    x = np.zeros(X_SHAPE, swapped if where == "x" else dtype)
+    out = np.empty(X_SHAPE, swapped if where == "grad_input" else dtype)
+    with pytest.raises(ParamInvalidError) as ei:
+        call(api, go, x, 2, out=out)
+    names = {"grad_output": GO_NAMES, "x": X_NAMES, "grad_input": GI_NAMES}[where]
+    assert_error(ei, ParamInvalidError, *names)
+    assert "byte order" in str(ei.value)
+
+
 @pytest.mark.skipif(np.dtype(np.longdouble) == np.dtype(np.float64),
                     reason="longdouble is float64 here")
 def test_longdouble_dtype_is_161002():
