@@ -52,7 +52,7 @@ cdef extern from "pg_stream.h" nogil:
     void pg_combine_f64(double* dst, const double** rows, Py_ssize_t nr, Py_ssize_t n,
                         int stream)
     void pg_fill(void* dst, const void* value, Py_ssize_t size, Py_ssize_t n)
-    enum: PG_STAGE_EXTRA
+    Py_ssize_t PG_STAGE_MEM(Py_ssize_t cap)
     void pg_fill_rows_f32(float* dst, Py_ssize_t xs2, Py_ssize_t n, const float* g0,
                           Py_ssize_t gs2, const int64_t* dlo, const float* wd, float kh,
                           const float* ww, Py_ssize_t d0, Py_ssize_t d1)
@@ -157,11 +157,11 @@ cdef enum:
     K_BF16 = 3
 
 # bytes of the stage through which a float32 gather item streams its region (pg_stream.h):
-# its whole lines go out each time it fills.  On the 2-vCPU EPYC (k3s2p1, 448-byte rows)
-# stages of 512-2048 bytes took 0.79-0.99x the time of the row-by-row line writer it
-# replaced on 2 threads (0.88-0.91x on 1), while 4 and 8 KiB took 1.14-1.25x: the stage
-# and the item's E rows must stay in L1 together, and streamed stores go better a few rows
-# at a time than in long bursts
+# its whole lines go out each time it fills.  On the 2-vCPU EPYC (k3s2p1, 448-byte rows),
+# at every workspace offset from a page, a 1 KiB stage took 0.91-1.0x the time of the
+# row-by-row line writer it replaced on 1 thread, 0.92-1.0x on 2, and a 576-byte one
+# 0.91-0.98x; stages of 4 and 8 KiB, which cannot avoid crossing a page (pg_stage_begin),
+# took 1.14-1.25x
 cdef enum:
     STAGE_BYTES = 1024
 
@@ -1170,7 +1170,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                               + (g.Wo + 2) * g.L + g.W * g.L
                               + (g.W * g.L + 1) // 2 + rows * g.W * g.L
                               + (bh * g.W * g.L if tstore else 0)
-                              + ((self.it.stage_cap + PG_STAGE_EXTRA) // 4
+                              + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
                                  if g.item_f32 != NULL and self.it.region else 0))
         self.scratch_bytes = self.scratch_elems * (8 if kind == K_F64 else 4)
 

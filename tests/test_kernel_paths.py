@@ -280,17 +280,26 @@ def test_staged_region_at_every_offset_from_a_line(x_shape, split, simd, request
     guard = np.uint32(0x7FC0BEEF)
     raw = np.empty(size + 32, np.float32)
     base = (-raw.ctypes.data % 64) // 4     # raw[base] starts a line
+    ws_raw = np.empty(64 * 1024, np.uint8)
+    ws_base = -ws_raw.ctypes.data % 4096
     for s, go, want in runs:
         for off in range(16):
             raw.view(np.uint32).fill(guard)
             out = raw[base + off:base + off + size].reshape(x_shape)
             op = pg.AvgPool2dBackward(go, x_shape, 3, s, 1, False, True, 0, 0, out)
             assert op._kernel.c_item == "region"
-            op.execute(n_threads=2)
+            # the workspace at offsets all over a page (where the stage moves so as not
+            # to cross one) and from a line: nothing written past its end
+            ws_raw.fill(0xA5)
+            at = ws_base + off * 260
+            ws = ws_raw[at:at + op.workspace_size]
+            assert ws.size == op.workspace_size
+            op.execute(workspace=ws, n_threads=2)
             assert np.array_equal(_bits(out), want), (s, off)
             left = raw[:base + off].view(np.uint32)
             right = raw[base + off + size:].view(np.uint32)
             assert np.all(left == guard) and np.all(right == guard), (s, off)
+            assert np.all(ws_raw[:at] == 0xA5) and np.all(ws_raw[at + ws.size:] == 0xA5)
 
 
 SIMD_AVG = [  # (x shape, kernel, stride, padding, count_include_pad)
