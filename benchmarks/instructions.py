@@ -15,6 +15,8 @@ valgrind's callgrind with collection limited to the kernel's item functions:
         python benchmarks/instructions.py k3s2p1
 
 and read "Collected" (or `callgrind_annotate /tmp/cg.out` for the split by function).
+With --stream, the case takes the streaming-store paths that the full-size case takes
+where its output is larger than the last-level cache.
 Cases: k3s2p1, k3s2p1_nhwc, k2s2_f32, k2s2_f16, k2s2_bf16, global, adaptive,
 adaptive_ndhwc, adaptive_bf16, max7, max7_nhwc, max56_bf16 (the benchmark suite's shapes
 with N = 1; the max-pool cases count the index check and the scatter), and k3s2p1_bf16,
@@ -97,8 +99,15 @@ CASES = {
 
 
 def main(argv):
+    stream = "--stream" in argv[1:]
+    argv = [a for a in argv if a != "--stream"]
     if len(argv) != 2 or argv[1] not in CASES:
-        sys.exit("usage: instructions.py CASE   (one of: " + ", ".join(CASES) + ")")
+        sys.exit("usage: instructions.py CASE [--stream]   (one of: " + ", ".join(CASES) + ")")
+    if stream:
+        # the streaming-store paths the full-size case takes where its output is larger
+        # than the last-level cache (the N = 1 case fits in it)
+        from pool_grad import _plan
+        _plan.STREAM_BYTES = -1
     op = CASES[argv[1]]()
     ws = np.empty(op.workspace_size, np.uint8)
     for _ in range(2):

@@ -158,10 +158,10 @@ cdef enum:
 
 # bytes of the stage through which a float32 gather item streams its region (pg_stream.h):
 # its whole lines go out each time it fills.  On the 2-vCPU EPYC (k3s2p1, 448-byte rows),
-# at every workspace offset from a page, a 1 KiB stage took 0.91-1.0x the time of the
-# row-by-row line writer it replaced on 1 thread, 0.92-1.0x on 2, and a 576-byte one
-# 0.91-0.98x; stages of 4 and 8 KiB, which cannot avoid crossing a page (pg_stage_begin),
-# took 1.14-1.25x
+# at workspace offsets all over a page, a 1 KiB stage took 0.88-1.01x the time of the
+# row-by-row line writer it replaced on 1 thread and 0.92-1.08x on 2 (a 576-byte one
+# 0.91-1.0x on 2); stages of 4 and 8 KiB, which cannot avoid crossing a page
+# (pg_stage_begin), took 1.14-1.25x
 cdef enum:
     STAGE_BYTES = 1024
 

@@ -8,7 +8,7 @@
  * `region` forms the item's rows in a small stage and streams its whole lines (pg_stream.h's
  * pg_stage): on the 2-vCPU EPYC the k3s2p1 benchmark took 0.72-0.92x the time of ordinary
  * stores with the row-by-row line writer this replaced (benchmarks/RESULTS.md), and the
- * stage 0.88-0.90x the line writer's time on one thread, 0.94-0.99x on two, with 18 % fewer
+ * stage 0.88-1.01x the line writer's time on one thread, 0.92-1.08x on two, with 18 % fewer
  * instructions.
  *
  *   E[od, oh][w] = k(od, oh) * sum over the taps of w of (grad_output[od, oh, ow] * ww[ow])
