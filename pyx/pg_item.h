@@ -37,7 +37,7 @@ typedef struct {
     const float *wd, *wh, *ww;             /* ww NULL: no W weights */
     int region;                            /* float32: stream an item's rows as one region */
     ptrdiff_t stage, stage_cap;            /* region: its stage (pg_stream.h), stage floats
-                                            * past E, of stage_cap (+ PG_STAGE_EXTRA) bytes */
+                                            * past E, stage_cap bytes (in PG_STAGE_MEM) */
     int single;   /* one tap per column (m = 1) and at most one covering window per D and H
                    * index: each grad_input value is one (rounded, for 16-bit) product */
     int dup2;     /* single, and column w's tap is w / 2 (kernel = stride = 2 along W) */
