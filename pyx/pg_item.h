@@ -229,7 +229,7 @@ ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,   
      * (its rows of one D row, or of consecutive whole planes), they are formed in the      \
      * stage and go out as whole lines, streamed */                                         \
     const int use_sw = REGION && g->xs3 == W && (d1 - d0 == 1 || g->xs2 == (h1 - h0) * W); \
-    pg_stage st;                                                                            \
+    pg_stage st = {0};     /* zeroed for gcc's maybe-uninitialized: set before use */      \
     if (use_sw) pg_stage_begin(&st, xbase + d0 * g->xs2 + h0 * g->xs3, E + g->stage,        \
                                g->stage_cap);                                               \
     for (ptrdiff_t idd = d0; idd < d1; idd++) {                                             \
