@@ -54,6 +54,20 @@ static inline int pg_have_avx2(void) { return 0; }
 #define PG_ALWAYS_INLINE __attribute__((always_inline))
 #endif
 
+/*
+ * The statements for j = 0, 8, 16, ... while a block of eight fits in n (n >= 8), then at
+ * j = n - 8 where columns remain: that last block overlaps the one before and rewrites
+ * equal values.  Written out, as gcc makes a loop of a few instructions of it where the
+ * same loop with the last block folded in (`if (j + 8 > n) j = n - 8`) costs seven more
+ * per block.
+ */
+#define PG_FOR8_OVERLAP(j, n, ...)                                                          \
+    {                                                                                       \
+        ptrdiff_t j;                                                                        \
+        for (j = 0; j + 8 <= (n); j += 8) { __VA_ARGS__ }                                   \
+        if (j < (n)) { j = (n) - 8; __VA_ARGS__ }                                           \
+    }
+
 /* 1: use the AVX2 loops where the CPU has them (default); 0: baseline loops only */
 static inline void pg_set_simd(int allowed) { pg_simd_allowed = allowed != 0; }
 

@@ -119,29 +119,28 @@ static void pg_poly2_sse2_f32(const float *a, const float *b, int64_t ma, int64_
 #endif
 
 #if PG_X86_DISPATCH
-/* one loop per pair of term counts (constants, so no tests inside the loop) */
-#define PG_POLY2_AVX2_LOOP(MA, MB)                                                          \
-    for (;; q += 8) {                                                                       \
-        if (q + 8 > nq) q = nq - 8;   /* the last block overlaps: it rewrites equal values */ \
-        __m256 va = _mm256_loadu_ps(a + q), vb = _mm256_loadu_ps(b + q);                   \
-        if (MA >= 2) va = _mm256_add_ps(va, _mm256_loadu_ps(a + q + 1));                    \
-        if (MA >= 3) va = _mm256_add_ps(va, _mm256_loadu_ps(a + q + 2));                    \
-        if (MB >= 2) vb = _mm256_add_ps(vb, _mm256_loadu_ps(b + q + 1));                    \
-        if (MB >= 3) vb = _mm256_add_ps(vb, _mm256_loadu_ps(b + q + 2));                    \
+/* one loop per pair of term counts (constants, so no tests inside the loop), nq >= 8 */
+#define PG_POLY2_AVX2_BLOCK(MA, MB, Q)                                                      \
+    {                                                                                       \
+        const ptrdiff_t q_ = (Q);                                                           \
+        __m256 va = _mm256_loadu_ps(a + q_), vb = _mm256_loadu_ps(b + q_);                 \
+        if (MA >= 2) va = _mm256_add_ps(va, _mm256_loadu_ps(a + q_ + 1));                   \
+        if (MA >= 3) va = _mm256_add_ps(va, _mm256_loadu_ps(a + q_ + 2));                   \
+        if (MB >= 2) vb = _mm256_add_ps(vb, _mm256_loadu_ps(b + q_ + 1));                   \
+        if (MB >= 3) vb = _mm256_add_ps(vb, _mm256_loadu_ps(b + q_ + 2));                   \
         va = _mm256_mul_ps(vk, va);                                                         \
         vb = _mm256_mul_ps(vk, vb);                                                         \
         __m256 lo = _mm256_unpacklo_ps(va, vb), hi = _mm256_unpackhi_ps(va, vb);            \
-        _mm256_storeu_ps(dst + 2 * q, _mm256_permute2f128_ps(lo, hi, 0x20));                \
-        _mm256_storeu_ps(dst + 2 * q + 8, _mm256_permute2f128_ps(lo, hi, 0x31));            \
-        if (q + 8 == nq) break;                                                             \
+        _mm256_storeu_ps(dst + 2 * q_, _mm256_permute2f128_ps(lo, hi, 0x20));               \
+        _mm256_storeu_ps(dst + 2 * q_ + 8, _mm256_permute2f128_ps(lo, hi, 0x31));           \
     }
+#define PG_POLY2_AVX2_LOOP(MA, MB) PG_FOR8_OVERLAP(q, nq, PG_POLY2_AVX2_BLOCK(MA, MB, q))
 
 PG_TARGET_AVX2
 static void pg_poly2_avx2_f32(const float *a, const float *b, int64_t ma, int64_t mb,
                               float *dst, ptrdiff_t nq, float k)
 {
     const __m256 vk = _mm256_set1_ps(k);
-    ptrdiff_t q = 0;
     if (nq < 8) {
         pg_poly2_tail_f32(a, b, ma, mb, dst, 0, nq, k);
         return;

@@ -9,7 +9,10 @@
  * pg_stage): on the 2-vCPU EPYC the k3s2p1 benchmark took 0.72-0.92x the time of ordinary
  * stores with the row-by-row line writer this replaced (benchmarks/RESULTS.md), and the
  * stage 0.88-1.01x the line writer's time on one thread, 0.92-1.08x on two, with 18 % fewer
- * instructions.
+ * instructions.  Where the W interior has period 2 (stride 2), the AVX2 item forms its E rows
+ * in one loop per pair of phase term counts (pg_item_erows_poly2_avx2), and a grad_input row
+ * under one D window finds its E rows without the cover table: 27 % fewer instructions on
+ * the k3s2p1 benchmark (benchmarks/instructions.py, 4.35 M -> 3.16 M).
  *
  *   E[od, oh][w] = k(od, oh) * sum over the taps of w of (grad_output[od, oh, ow] * ww[ow])
  *   grad_input[d, h] = sum, left to right, of the E rows whose windows hold (d, h)
@@ -136,9 +139,89 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
             }
         }
     }
-    if (g->P)
-        pg_expand_poly_f32(grow, e, g->P, g->q0, g->q1 - g->q0, g->pc, g->pm, tmp, k);
+    if (!g->P)
+        return;
+#if PG_X86_DISPATCH
+    if (avx && pg_poly2_ok(g->P, g->pm)) {   /* the AVX2 item: no second dispatch */
+        const ptrdiff_t q0 = g->q0;
+        pg_poly2_avx2_f32(grow + q0 + g->pc[0], grow + q0 + g->pc[1], g->pm[0], g->pm[1],
+                          e + 2 * q0, g->q1 - q0, k);
+        return;
+    }
+#endif
+    pg_expand_poly_f32(grow, e, g->P, g->q0, g->q1 - g->q0, g->pc, g->pm, tmp, k);
 }
+
+#if PG_X86_DISPATCH
+/*
+ * The item's E rows where the W interior is period 2 (pg_poly2_ok, at least eight columns
+ * of each phase) and grad_output rows are at least eight wide: pg_item_expand's arithmetic
+ * for each row, one loop per pair of phase term counts (pg_poly2_avx2_f32's blocks inline),
+ * with the row loop's fields in registers.  The edge columns sum their taps left to right,
+ * as pg_item_expand does for every m.
+ */
+#define PG_EROW_GROW(J)                                                                     \
+    {                                                                                       \
+        __m256 v_ = _mm256_loadu_ps(src + (J));                                             \
+        if (ww) v_ = _mm256_mul_ps(v_, _mm256_loadu_ps(ww + (J)));                          \
+        _mm256_storeu_ps(grow + (J), v_);                                                   \
+    }
+#define PG_EROWS_LOOP(MA, MB)                                                               \
+    for (ptrdiff_t od = od0; od < od1; od++) {                                              \
+        for (ptrdiff_t oh = oh0; oh < oh1; oh++, e += W) {                                  \
+            const float *PG_RESTRICT src = gbase + od * gs2 + oh * gs3;                     \
+            const float k = wd[od] * wh[oh];                                                \
+            PG_FOR8_OVERLAP(j, Wo, PG_EROW_GROW(j))                                         \
+            pg_item_edges(e, grow, wtap, m, 0, e0, k);                                      \
+            pg_item_edges(e, grow, wtap, m, e1, W, k);                                      \
+            const __m256 vk = _mm256_set1_ps(k);                                            \
+            float *const dst = e + e0;                                                      \
+            PG_POLY2_AVX2_LOOP(MA, MB)                                                      \
+        }                                                                                   \
+    }
+
+/* columns j0..j1 of an E row through their m taps each */
+PG_ALWAYS_INLINE
+static inline void pg_item_edges(float *PG_RESTRICT e, const float *PG_RESTRICT grow,
+                                 const int64_t *PG_RESTRICT wtap, ptrdiff_t m, ptrdiff_t j0,
+                                 ptrdiff_t j1, float k)
+{
+    const int64_t *tp = wtap + j0 * m;
+    if (m == 2) {
+        for (ptrdiff_t j = j0; j < j1; j++, tp += 2) e[j] = k * (grow[tp[0]] + grow[tp[1]]);
+        return;
+    }
+    for (ptrdiff_t j = j0; j < j1; j++, tp += m) {
+        float s = grow[tp[0]];
+        for (ptrdiff_t t = 1; t < m; t++) s = s + grow[tp[t]];
+        e[j] = k * s;
+    }
+}
+
+PG_TARGET_AVX2
+static void pg_item_erows_poly2_avx2(const pg_item_f32 *g, const float *gbase, ptrdiff_t od0,
+                                     ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1,
+                                     float *PG_RESTRICT grow, float *PG_RESTRICT E)
+{
+    const ptrdiff_t W = g->W, Wo = g->Wo, m = g->m, gs2 = g->gs2, gs3 = g->gs3;
+    const ptrdiff_t q0 = g->q0, nq = g->q1 - g->q0, e0 = 2 * g->q0, e1 = 2 * g->q1;
+    const int64_t *PG_RESTRICT wtap = g->wtap;
+    const float *PG_RESTRICT ww = g->ww, *PG_RESTRICT wd = g->wd, *PG_RESTRICT wh = g->wh;
+    const float *a = grow + q0 + g->pc[0], *b = grow + q0 + g->pc[1];
+    float *PG_RESTRICT e = E;
+    switch (g->pm[0] * 4 + g->pm[1]) {
+    case 4 * 1 + 1: PG_EROWS_LOOP(1, 1) break;
+    case 4 * 1 + 2: PG_EROWS_LOOP(1, 2) break;
+    case 4 * 2 + 1: PG_EROWS_LOOP(2, 1) break;
+    case 4 * 2 + 2: PG_EROWS_LOOP(2, 2) break;
+    case 4 * 1 + 3: PG_EROWS_LOOP(1, 3) break;
+    case 4 * 3 + 1: PG_EROWS_LOOP(3, 1) break;
+    case 4 * 2 + 3: PG_EROWS_LOOP(2, 3) break;
+    case 4 * 3 + 2: PG_EROWS_LOOP(3, 2) break;
+    default: PG_EROWS_LOOP(3, 3) break;
+    }
+}
+#endif
 
 /* the E rows covering grad_input row (idd, ih), od-major, into rows: their count.  One D
  * row and at most three H rows (every 2-D case) are consecutive E rows, set without a loop */
@@ -202,6 +285,12 @@ static inline void pg_item_copy(float *PG_RESTRICT dst, const float *PG_RESTRICT
     memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
+#if PG_X86_DISPATCH
+#define pg_item_erows_poly2 pg_item_erows_poly2_avx2
+#else
+#define pg_item_erows_poly2(...) ((void)0)   /* AVX is 0 in every item of this build */
+#endif
+
 #define PG_DEFINE_ITEM(NAME, ATTR, REGION, AVX)                                             \
 ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,               \
                       ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,               \
@@ -216,6 +305,9 @@ ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,   
     ptrdiff_t j;                                                                            \
     grow[Wo] = 0.0f;          /* an empty cover */                                          \
     grow[Wo + 1] = -0.0f;     /* a padding tap */                                           \
+    if (AVX && Wo >= 8 && pg_poly2_ok(g->P, g->pm) && g->q1 - g->q0 >= 8)                   \
+        pg_item_erows_poly2(g, gbase, od0, od1, oh0, oh1, grow, E);                         \
+    else                                                                                    \
     for (ptrdiff_t od = od0; od < od1; od++) {                                              \
         for (ptrdiff_t oh = oh0; oh < oh1; oh++) {                                          \
             const float *PG_RESTRICT src = gbase + od * g->gs2 + oh * g->gs3;               \
@@ -232,27 +324,41 @@ ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,   
     pg_stage st = {0};     /* zeroed for gcc's maybe-uninitialized: set before use */      \
     if (use_sw) pg_stage_begin(&st, xbase + d0 * g->xs2 + h0 * g->xs3, E + g->stage,        \
                                g->stage_cap);                                               \
+    const int64_t *PG_RESTRICT hlo = g->hlo, *PG_RESTRICT hhi = g->hhi;                    \
+    const ptrdiff_t xs2 = g->xs2, xs3 = g->xs3;                                             \
     for (ptrdiff_t idd = d0; idd < d1; idd++) {                                             \
+        /* one covering D window (every 2-D case): row p of it at E + (eb + p) * W */       \
+        const ptrdiff_t a = g->dlo[idd], nd = g->dhi[idd] - a;                              \
+        const ptrdiff_t eb = (a - od0) * noh - oh0;                                         \
         for (ptrdiff_t ih = h0; ih < h1; ih++) {                                            \
             float *PG_RESTRICT dst = use_sw                                                 \
                 ? (float *)pg_stage_next(&st, W * (ptrdiff_t)sizeof(float), AVX)            \
-                : xbase + idd * g->xs2 + ih * g->xs3;                                       \
-            const ptrdiff_t nr = pg_item_cover(g, E, od0, oh0, noh, idd, ih, rows);         \
+                : xbase + idd * xs2 + ih * xs3;                                             \
+            const ptrdiff_t p = hlo[ih], nh = hhi[ih] - p;                                  \
+            const float *PG_RESTRICT r0, *PG_RESTRICT r1, *PG_RESTRICT r2;                  \
+            ptrdiff_t nr;                                                                   \
+            if (nd == 1 && nh <= 3) {   /* consecutive E rows, set without a table */       \
+                nr = nh > 0 ? nh : 0;                                                       \
+                r0 = nr ? E + (eb + p) * W : E;                                             \
+                r1 = r0 + W;                                                                \
+                r2 = r1 + W;                                                                \
+            } else {                                                                        \
+                nr = pg_item_cover(g, E, od0, oh0, noh, idd, ih, rows);                     \
+                r0 = rows[0];                                                               \
+                r1 = nr > 1 ? rows[1] : r0;                                                 \
+                r2 = nr > 2 ? rows[2] : r0;                                                 \
+            }                                                                               \
             if (nr == 0) {                                                                  \
                 memset(dst, 0, (size_t)W * sizeof(float));                                  \
             } else if (nr == 1) {                                                           \
-                pg_item_copy(dst, rows[0], W, AVX);                                         \
+                pg_item_copy(dst, r0, W, AVX);                                              \
+            } else if (nr == 2) {                                                           \
+                for (j = 0; j < W; j++) dst[j] = r0[j] + r1[j];                             \
             } else {                                                                        \
-                const float *PG_RESTRICT r0 = rows[0], *PG_RESTRICT r1 = rows[1];           \
-                if (nr == 2) {                                                              \
-                    for (j = 0; j < W; j++) dst[j] = r0[j] + r1[j];                         \
-                } else {                                                                    \
-                    const float *PG_RESTRICT r2 = rows[2];                                  \
-                    for (j = 0; j < W; j++) dst[j] = (r0[j] + r1[j]) + r2[j];               \
-                    for (ptrdiff_t r = 3; r < nr; r++) {                                    \
-                        const float *PG_RESTRICT rr = rows[r];                              \
-                        for (j = 0; j < W; j++) dst[j] = dst[j] + rr[j];                    \
-                    }                                                                       \
+                for (j = 0; j < W; j++) dst[j] = (r0[j] + r1[j]) + r2[j];                   \
+                for (ptrdiff_t r = 3; r < nr; r++) {                                        \
+                    const float *PG_RESTRICT rr = rows[r];                                  \
+                    for (j = 0; j < W; j++) dst[j] = dst[j] + rr[j];                        \
                 }                                                                           \
             }                                                                               \
         }                                                                                   \
@@ -273,9 +379,9 @@ PG_DEFINE_ITEM(pg_item_avx2_sw_f32, PG_TARGET_AVX2, 1, 1)
 /* the nbytes at src copied to c rows dst, dst + step, ...: loaded once (128-byte blocks, or
  * up to four vectors for a shorter row, the last one overlapping the one before), stored to
  * every row */
-PG_TARGET_AVX2
-static void pg_copy_row_avx2(char *dst, ptrdiff_t step, ptrdiff_t c, const char *src,
-                             ptrdiff_t nbytes)
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_copy_row_body(char *dst, ptrdiff_t step, ptrdiff_t c, const char *src,
+                                    ptrdiff_t nbytes)
 {
     if (nbytes < 32) {
         for (ptrdiff_t t = 0; t < c; t++) memcpy(dst + t * step, src, (size_t)nbytes);
@@ -305,6 +411,15 @@ static void pg_copy_row_avx2(char *dst, ptrdiff_t step, ptrdiff_t c, const char 
         }
         if (off + blk == nbytes) break;
     }
+}
+
+/* out of line for the one-term items (inlined, it cost them 2-4 % more instructions through
+ * their registers), inline in the 16-bit item (out of line, 2 % more there) */
+PG_TARGET_AVX2 __attribute__((noinline))
+static void pg_copy_row_avx2(char *dst, ptrdiff_t step, ptrdiff_t c, const char *src,
+                             ptrdiff_t nbytes)
+{
+    pg_copy_row_body(dst, step, c, src, nbytes);
 }
 
 /* whether grad_input plane idd of an item (D index, rows h0..h1) equals the one before it:
@@ -354,8 +469,7 @@ static inline void pg_r_row_h16(uint16_t *r, const uint16_t *src, const float *w
             r[j] = bf16 ? pg_f32_to_bf16(v) : _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);
         }
     } else {
-        for (;; j += 8) {
-            if (j + 8 > Wo) j = Wo - 8;   /* the last block overlaps: equal values again */
+        PG_FOR8_OVERLAP(j, Wo, {
             const __m128i h = _mm_loadu_si128((const __m128i *)(src + j));
             __m256 x = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
                             : _mm256_cvtph_ps(h);
@@ -374,8 +488,7 @@ static inline void pg_r_row_h16(uint16_t *r, const uint16_t *src, const float *w
                 o = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
             }
             _mm_storeu_si128((__m128i *)(r + j), o);
-            if (j + 8 == Wo) break;
-        }
+        })
     }
     if (!sent)
         return;
@@ -394,13 +507,11 @@ static inline void pg_r_row_f32(float *r, const float *src, const float *ww, flo
     if (Wo < 8) {
         for (; j < Wo; j++) r[j] = k * (ww ? src[j] * ww[j] : src[j]);
     } else {
-        for (;; j += 8) {
-            if (j + 8 > Wo) j = Wo - 8;   /* the last block overlaps: equal values again */
+        PG_FOR8_OVERLAP(j, Wo, {
             __m256 v = _mm256_loadu_ps(src + j);
             if (ww) v = _mm256_mul_ps(v, _mm256_loadu_ps(ww + j));
             _mm256_storeu_ps(r + j, _mm256_mul_ps(kv, v));
-            if (j + 8 == Wo) break;
-        }
+        })
     }
     if (!sent)
         return;
@@ -615,7 +726,7 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
             /* the rows after it with the same covering windows have the same E rows and
              * the same sum: its rounded values again (stride >= kernel, adaptive windows) */
             const ptrdiff_t c = pg_item_hrun(g, ih, h1);
-            if (c > 1) pg_copy_row_avx2((char *)(dst + g->xs3), g->xs3 * 2, c - 1,
+            if (c > 1) pg_copy_row_body((char *)(dst + g->xs3), g->xs3 * 2, c - 1,
                                         (const char *)dst, W * 2);
             ih += c - 1;
         }

@@ -278,13 +278,11 @@ static inline void pg_combine_f16_body(uint16_t *dst, const float *const *rows, 
                                        ptrdiff_t n)
 {
     const float *const r0 = rows[0], *const r1 = nr > 1 ? rows[1] : rows[0];
-    for (ptrdiff_t j = 0;; j += 8) {
-        if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
+    PG_FOR8_OVERLAP(j, n, {
         _mm_storeu_si128((__m128i *)(dst + j),
                          _mm256_cvtps_ph(pg_combine8_avx2(r0, r1, rows, nr, j),
                                          _MM_FROUND_TO_NEAREST_INT));
-        if (j + 8 == n) break;
-    }
+    })
 }
 
 __attribute__((target("avx2,f16c")))
@@ -316,14 +314,12 @@ static void pg_load_bf16_avx2(float *dst, const uint16_t *src, const float *w, p
             dst[j] = w ? pg_bf16_to_f32(src[j]) * w[j] : pg_bf16_to_f32(src[j]);
         return;
     }
-    for (ptrdiff_t j = 0;; j += 8) {
-        if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
+    PG_FOR8_OVERLAP(j, n, {
         __m256 v = _mm256_castsi256_ps(_mm256_slli_epi32(
             _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + j))), 16));
         if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + j));
         _mm256_storeu_ps(dst + j, v);
-        if (j + 8 == n) break;
-    }
+    })
 }
 
 __attribute__((target("avx2,f16c")))
@@ -333,13 +329,11 @@ static void pg_load_f16_avx2(float *dst, const uint16_t *src, const float *w, pt
         for (ptrdiff_t j = 0; j < n; j++) dst[j] = w ? _cvtsh_ss(src[j]) * w[j] : _cvtsh_ss(src[j]);
         return;
     }
-    for (ptrdiff_t j = 0;; j += 8) {
-        if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
+    PG_FOR8_OVERLAP(j, n, {
         __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + j)));
         if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + j));
         _mm256_storeu_ps(dst + j, v);
-        if (j + 8 == n) break;
-    }
+    })
 }
 #endif
 

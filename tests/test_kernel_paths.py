@@ -309,6 +309,12 @@ SIMD_AVG = [  # (x shape, kernel, stride, padding, count_include_pad)
     ((1, 2, 16, 75), 4, 2, 1, True),       # 2 and 2
     ((3, 2, 9, 9), 3, 1, 1, True),         # period 1
     ((2, 3, 23, 61), 7, 3, 3, False),      # period 3: generic loops
+    # period 2 in the float32 item's row loop (pg_item_erows_poly2_avx2): an interior of
+    # whole blocks only (16 and 8 columns per phase), and one of 7 (the per-row path)
+    ((2, 3, 12, 37), 6, 2, 3, False),      # 3 and 3, 16
+    ((1, 3, 11, 20), 4, 2, 1, True),       # 2 and 2, 8
+    ((1, 3, 10, 16), 3, 2, 1, True),       # 1 and 2, 7
+    ((1, 2, 12, 20), 5, 1, 2, True),       # five covering rows per grad_input row
 ]
 
 
