@@ -49,6 +49,8 @@ cdef extern from "pg_stream.h" nogil:
     int pg_load_h16(float* dst, const uint16_t* src, const float* w, Py_ssize_t n, int bf16)
     void pg_combine_f32(float* dst, const float** rows, Py_ssize_t nr, Py_ssize_t n,
                         int stream)
+    int pg_lanes_row_f32(float* dst, const float** g, const float* k, Py_ssize_t nr,
+                         const int64_t* tap, Py_ssize_t m, Py_ssize_t W, Py_ssize_t L)
     void pg_combine_f64(double* dst, const double** rows, Py_ssize_t nr, Py_ssize_t n,
                         int stream)
     void pg_fill(void* dst, const void* value, Py_ssize_t size, Py_ssize_t n)
@@ -668,6 +670,8 @@ cdef struct Gather:
     int rnd
     int stream
     const pg_item_f32* item_f32   # the whole item in C (pg_item.h: float32, 16-bit), or NULL
+    int lanes_row           # float32 lanes (L % 8 == 0): grad_input rows formed straight
+                            # from the grad_output rows (pg_lanes_row_f32), no E rows
 
 
 cdef void _expand_taps(const acc_t* grow, acc_t* erow, const int64_t* tap, Py_ssize_t m,
@@ -874,6 +878,52 @@ cdef void _fill_item(const store_t* go, store_t* gi, const Gather* g,
                     dst[ih * xs3 + i * xs4] = v
 
 
+cdef void _lanes_rows(const float* gbase, float* xbase, const Gather* g, const float* wd,
+                      const float* wh, const float* ww, float* E, const float** rows,
+                      float* acc, uint16_t* tmp16, Py_ssize_t d0, Py_ssize_t d1,
+                      Py_ssize_t h0, Py_ssize_t h1) noexcept nogil:
+    """A channels-last float32 item without E rows (g.lanes_row): the item's grad_output
+    rows W-weighted, each with its two sentinel columns, where the E rows would be; then
+    each grad_input row summed from those it covers (pg_lanes_row_f32: the same values and
+    sums as the E rows and their combine)."""
+    cdef Py_ssize_t W = g.W, L = g.L, Wo = g.Wo
+    cdef Py_ssize_t gl = (Wo + 2) * L
+    cdef Py_ssize_t od0 = g.dlo[d0], od1 = g.dhi[d1 - 1]
+    cdef Py_ssize_t oh0 = g.hlo[h0], oh1 = g.hhi[h1 - 1]
+    cdef Py_ssize_t noh = oh1 - oh0 if oh1 > oh0 else 0
+    cdef Py_ssize_t od, oh, l, idd, ih, a, b, p, q, nr
+    cdef float* gr
+    cdef float* dst
+    cdef float ks[8]
+    for od in range(od0, od1):
+        for oh in range(oh0, oh1):
+            gr = E + ((od - od0) * noh + (oh - oh0)) * gl
+            pg_load_lanes_f32(gr, gbase + od * g.gs[2] + oh * g.gs[3], g.gs[4],
+                              ww if g.scale_w else NULL, Wo, L)
+            for l in range(L):
+                gr[Wo * L + l] = 0
+                gr[(Wo + 1) * L + l] = -0.0
+    for idd in range(d0, d1):
+        a = g.dlo[idd]
+        b = g.dhi[idd]
+        for ih in range(h0, h1):
+            p = g.hlo[ih]
+            q = g.hhi[ih]
+            dst = xbase + idd * g.xs[2] + ih * g.xs[3]
+            nr = 0
+            if q > p:
+                for od in range(a, b):
+                    for oh in range(p, q):
+                        rows[nr] = E + ((od - od0) * noh + (oh - oh0)) * gl
+                        ks[nr] = wd[od] * wh[oh]
+                        nr += 1
+            if nr == 0:
+                memset(acc, 0, W * L * sizeof(float))
+                _store_row(acc, dst, g.xs[4], g.xs[5], W, L, g.kind, 0, tmp16)
+                continue
+            pg_lanes_row_f32(dst, rows, ks, nr, g.wtap, g.m, W, L)
+
+
 cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                        const acc_t* wd, const acc_t* wh, const acc_t* ww,
                        acc_t* buf, Py_ssize_t item) noexcept nogil:
@@ -912,6 +962,11 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
         if acc_t is float:
             if g.item_f32 != NULL and pg_item_h16_run(g.item_f32, gbase, xbase, d0, d1, h0, h1,
                                                       grow, E, rows, acc, g.kind == K_BF16):
+                return
+    if store_t is float:
+        if acc_t is float:
+            if g.lanes_row and pg_have_avx2():
+                _lanes_rows(gbase, xbase, g, wd, wh, ww, E, rows, acc, tmp16, d0, d1, h0, h1)
                 return
     # two slots past the row for the tap tables: +0.0 (an empty cover) and -0.0 (padding)
     for l in range(L):
@@ -1060,8 +1115,9 @@ cdef class AvgGatherKernel(PlannedKernel):
     cdef Gather g
     cdef pg_item_f32 it
     cdef object _keep
-    # which C item (pg_item.h) runs the call: "", "rows", "region" (rows staged and
-    # streamed) or "single" (one term per value); for the tests
+    # which C item runs the call: "", "rows", "region" (rows staged and streamed) or
+    # "single" (one term per value) from pg_item.h, or "lanes" (_lanes_rows, channels-last
+    # float32 rows without E rows, where the CPU has AVX2); for the tests
     cdef readonly str c_item
     cdef const float[:, :, :, :, :, :] go_f
     cdef float[:, :, :, :, :, :] gi_f
@@ -1109,6 +1165,15 @@ cdef class AvgGatherKernel(PlannedKernel):
         t = whi; g.whi = &t[0]
         g.fill_fast = (g.fill and rnd == R_NONE and g.m == 1 and g.P == 0 and g.wtap[0] == 0
                        and g.xs[4] == 1 and g.xs[3] == g.W)
+        # channels-last float32 rows formed without E rows (_lanes_rows): whole vectors of
+        # lanes, contiguous rows, the grad_output rows (Wo + 2 columns) where the E rows
+        # (W columns) would be, at most 8 terms a value, ordinary stores (streamed, the E
+        # rows were faster: pg_stream.h).  k3s2p1 NHWC on the 2-vCPU EPYC, stores forced
+        # ordinary: 0.81-0.85x the time on 1 thread, 0.85-0.92x on 2 (same-process A/B)
+        g.lanes_row = (kind == K_F32 and rnd == R_NONE and g.L > 1 and g.L % 8 == 0
+                       and g.m > 0 and not tstore and not g.fill and not stream
+                       and max_terms <= 8 and g.Wo + 2 <= g.W and g.gs[5] == 1
+                       and g.xs[5] == 1 and g.xs[4] == g.L)
         if kind == K_F64:
             self.go_d = go6
             self.gi_d = gi6
@@ -1162,6 +1227,8 @@ cdef class AvgGatherKernel(PlannedKernel):
             g.item_f32 = &self.it
             self.c_item = ("single" if self.it.single else
                            "region" if self.it.region else "rows")
+        if g.lanes_row:
+            self.c_item = "lanes"
         self.n_items = g.N * g.C * g.nbd * g.nbh
         self.traffic = go6.nbytes + gi6.nbytes
         # row pointers, grow row + 2 sentinel slots, acc row, 16-bit staging row, E rows

@@ -21,7 +21,8 @@ import numpy as np
 import pytest
 
 import pool_grad as pg
-from conftest import BFLOAT16, DTYPE_IDS, DTYPES, OUT_LAYOUTS, empty_out, make_array
+from conftest import (BFLOAT16, DTYPE_IDS, DTYPES, OUT_LAYOUTS, as_layout, empty_out,
+                      make_array)
 from pool_grad import _kernels, _plan, functions
 from reference import (ref_adaptive_avg_pool3d_backward, ref_adaptive_max_pool2d_backward,
                        ref_avg_pool2d_backward, tolerance)
@@ -398,6 +399,67 @@ def test_avx2_loops_give_the_same_bits_as_baseline(dtype, request):
     base = runs()
     for a, b in zip(fast, base):
         assert np.array_equal(a, b)
+
+
+# channels-last float32 with whole vectors of lanes (C a multiple of 8): grad_input rows
+# formed straight from the grad_output rows, no E rows (_lanes_rows, pg_stream.h's
+# pg_lanes_row_f32); one and two taps per column and up to six covering rows, padding
+# (sentinel taps), divisors of either sign, stride past the kernel (empty covers), 3-D
+LANES_AVG = [  # (x shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
+    ((2, 8, 13, 21), 3, 2, 1, False, True, 0),
+    ((1, 16, 12, 19), 3, 1, 0, True, False, 0),       # three rows and taps a value
+    ((2, 24, 9, 17), (3, 2), (1, 2), (1, 1), False, True, -3),
+    ((1, 8, 11, 14), 2, 3, 0, True, True, 0),         # columns and rows no window covers
+    ((1, 32, 10, 23), (6, 4), (2, 3), (3, 2), True, False, 0),
+    ((16, 9, 13), 3, 2, 1, False, False, 5),            # 3-D input
+]
+LANES_ADAPTIVE = [((2, 16, 5, 9, 13), (3, 4, 6)), ((1, 8, 4, 6, 24), (4, 3, 8)),
+                  ((1, 64, 16, 64, 64), (4, 8, 8))]
+
+
+def _lanes_runs(expect_lanes):
+    rng = np.random.default_rng(21)
+    outs = []
+    for x_shape, k, s, p, ceil, cip, div in LANES_AVG:
+        y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, s, p, ceil_mode=ceil,
+                          count_include_pad=cip, divisor_override=div)
+        go = as_layout(_special(y.shape, np.float32, rng), "channels_last")
+        with np.errstate(invalid="ignore"):   # inf - inf in the reference's sums
+            want = ref_avg_pool2d_backward(go, x_shape, k, s, p, ceil, cip, div)
+        for nt in (1, 3):
+            out = empty_out(x_shape, np.float32, "channels_last")
+            op = pg.AvgPool2dBackward(go, x_shape, k, s, p, ceil, cip, div, 0, out)
+            assert (op._kernel.c_item == "lanes") == expect_lanes
+            op.execute(n_threads=nt)
+            np.testing.assert_allclose(out, want, *tolerance(np.float32))
+            outs.append(_bits(out))
+    for x_shape, o in LANES_ADAPTIVE:
+        go = as_layout(_special(x_shape[:2] + o, np.float32, rng), "channels_last")
+        with np.errstate(invalid="ignore"):
+            want = ref_adaptive_avg_pool3d_backward(go, x_shape)
+        out = empty_out(x_shape, np.float32, "channels_last")
+        op = pg.AdaptiveAvgPool3dBackward(go, x_shape, out)
+        assert (op._kernel.c_item == "lanes") == expect_lanes
+        op.execute(n_threads=2)
+        np.testing.assert_allclose(out, want, *tolerance(np.float32))
+        outs.append(_bits(out))
+    return outs
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+def test_lanes_rows_give_the_same_bits_as_e_rows(request):
+    """The channels-last rows formed without E rows: the reference's values, and the bits
+    of the E rows and their combine (the baseline loops, whose item keeps the E rows, and
+    the streamed path, whose plan does)."""
+    _plan.gather_geometry.cache_clear()
+    fast = _lanes_runs(True)
+    request.getfixturevalue("baseline_simd")
+    base = _lanes_runs(True)
+    request.getfixturevalue("stream_everything")
+    _plan.gather_geometry.cache_clear()
+    streamed = _lanes_runs(False)
+    for a, b, c in zip(fast, base, streamed, strict=True):
+        assert np.array_equal(a, b) and np.array_equal(a, c)
 
 
 # one tap per column (pg_item.h's runs of equal taps, stored eight columns at a time):
