@@ -117,6 +117,8 @@ cdef extern from "pg_item.h" nogil:
 cdef extern from "pg_index.h" nogil:
     int pg_any_bad_i64(const int64_t* x, Py_ssize_t n, uint64_t limit)
     int pg_any_bad_i32(const int32_t* x, Py_ssize_t n, uint64_t limit)
+    void pg_row_range_i64(const int64_t* x, Py_ssize_t n, int64_t* r)
+    void pg_row_range_i32(const int32_t* x, Py_ssize_t n, int64_t* r)
 
 cdef extern from "pg_scatter.h" nogil:
     int pg_scatter_fast(int kind)
@@ -1300,6 +1302,9 @@ cdef struct Scatter:
     int window          # the gather form (_window_item) where a plane's indices allow it
     Py_ssize_t kh       # its windows' height (their width is 2)
     Py_ssize_t w_at     # its staging rows, in values from a thread's scratch
+    int rows_rng        # planes split into blocks of rows: the index check records each
+                        # output row's smallest and largest index (shared workspace), and
+                        # a block skips the output rows with none in it
 
 
 cdef inline void _acc(acc_t* b, acc_t v) noexcept nogil:
@@ -1357,7 +1362,7 @@ cdef inline void _scatter_row(acc_t* buf, const store_t* gp, Py_ssize_t gs,
 
 
 cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const Scatter* g,
-                        acc_t* buf, Py_ssize_t item) noexcept nogil:
+                        acc_t* buf, Py_ssize_t item, const int64_t* rng) noexcept nogil:
     cdef Py_ssize_t W = g.W, L = g.L
     cdef Py_ssize_t bh_i = item % g.nbh
     cdef Py_ssize_t t = item // g.nbh
@@ -1405,7 +1410,11 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
                 amap = <uint8_t*>(buf + g.map_at)
             buf = buf + shift
             dummy -= shift
+    # the plane's output rows' [smallest, largest] index (rows_rng), or NULL
+    cdef const int64_t* rr = NULL if rng == NULL else rng + t * Ho * 2
     for oh in range(Ho):
+        if rr != NULL and (rr[2 * oh + 1] < <int64_t>lo or rr[2 * oh] >= <int64_t>hi):
+            continue   # no index of this output row falls in the block
         gp = gb + oh * gs3
         jp = jb + oh * js3
         if L == 1:
@@ -1560,7 +1569,7 @@ cdef Py_ssize_t _wplane(const idx_t* ind, const Scatter* g, uint8_t* codes, uint
                                g.W, g.kh, limit, &acc)
     ok[p] = inside == g.Ho * g.Wo
     if acc >> 63:
-        return _plane_bad(ind, g, p, limit)
+        return _plane_bad(ind, g, p, limit, NULL)
     return 0
 
 
@@ -1579,9 +1588,10 @@ cdef Py_ssize_t _wcheck(const idx_t* ind, const Scatter* g, uint8_t* codes, uint
 
 cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const Scatter* g,
                        acc_t* scratch, Py_ssize_t per_thread, int nt,
-                       const uint8_t* codes, const uint8_t* ok) noexcept nogil:
+                       const uint8_t* codes, const uint8_t* ok,
+                       const int64_t* rng) noexcept nogil:
     """Every plane's item: the gather form where ok says its indices lie in their windows
-    (ok NULL: nowhere), else the scatter."""
+    (ok NULL: nowhere), else the scatter (rng: the output rows' index ranges, or NULL)."""
     cdef Py_ssize_t n_items = g.N * g.C * g.nbh
     cdef Py_ssize_t item
     cdef Py_ssize_t nblk = g.bh * g.W * g.L + SCATTER_SLACK
@@ -1594,7 +1604,7 @@ cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const S
             if ok != NULL and ok[item]:
                 _window_item(go, gi, g, buf, item, codes)
             else:
-                _scatter_item(go, ind, gi, g, buf, item)
+                _scatter_item(go, ind, gi, g, buf, item, rng)
         pg_store_fence()
         return
     with parallel(num_threads=nt):
@@ -1606,19 +1616,38 @@ cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const S
             if ok != NULL and ok[item]:
                 _window_item(go, gi, g, buf, item, codes)
             else:
-                _scatter_item(go, ind, gi, g, buf, item)
+                _scatter_item(go, ind, gi, g, buf, item, rng)
         pg_store_fence()
 
 
 cdef Py_ssize_t _plane_bad(const idx_t* ind, const Scatter* g, Py_ssize_t p,
-                           uint64_t limit) noexcept nogil:
+                           uint64_t limit, int64_t* rng) noexcept nogil:
+    """The number of plane p's indices outside [0, limit); rng (or NULL): where to record
+    each output row's smallest and largest index (rows with unit-stride indices; the
+    others get [0, limit - 1], which makes a block scan them)."""
     cdef Py_ssize_t c = p % g.C
     cdef Py_ssize_t n = p // g.C
     cdef const idx_t* jb = ind + n * g.js[0] + c * g.js[1]
     cdef const idx_t* jp
     cdef Py_ssize_t oh, ow, l, bad = 0, n_el = g.Ho * g.Wo * g.L
     cdef int any_bad
-    if (g.js[3] == g.Wo * g.L and
+    if rng != NULL:
+        rng = rng + p * g.Ho * 2
+        if (g.L == 1 and g.js[4] == 1) or (g.js[5] == 1 and g.js[4] == g.L):
+            any_bad = 0
+            for oh in range(g.Ho):
+                if idx_t is int64_t:
+                    pg_row_range_i64(jb + oh * g.js[3], g.Wo * g.L, rng + 2 * oh)
+                else:
+                    pg_row_range_i32(jb + oh * g.js[3], g.Wo * g.L, rng + 2 * oh)
+                any_bad |= rng[2 * oh] < 0 or rng[2 * oh + 1] >= <int64_t>limit
+            if not any_bad:
+                return 0
+        else:
+            for oh in range(g.Ho):
+                rng[2 * oh] = 0
+                rng[2 * oh + 1] = <int64_t>limit - 1
+    elif (g.js[3] == g.Wo * g.L and
             ((g.L == 1 and g.js[4] == 1) or (g.js[5] == 1 and g.js[4] == g.L))):
         # a contiguous plane: one vectorised pass that only says whether any index is bad
         # (pg_index.h); the exact count below runs only when one is
@@ -1637,16 +1666,17 @@ cdef Py_ssize_t _plane_bad(const idx_t* ind, const Scatter* g, Py_ssize_t p,
     return bad
 
 
-cdef Py_ssize_t _count_bad(const idx_t* ind, const Scatter* g, int nt) noexcept nogil:
+cdef Py_ssize_t _count_bad(const idx_t* ind, const Scatter* g, int nt,
+                           int64_t* rng) noexcept nogil:
     cdef Py_ssize_t p, bad = 0
     cdef uint64_t limit = <uint64_t>(g.H * g.W)
     if nt <= 1:
         for p in range(g.N * g.C):
-            bad += _plane_bad(ind, g, p, limit)
+            bad += _plane_bad(ind, g, p, limit, rng)
         return bad
     for p in prange(g.N * g.C, num_threads=nt, schedule='static', use_threads_if=nt > 1,
                     nogil=True):
-        bad += _plane_bad(ind, g, p, limit)
+        bad += _plane_bad(ind, g, p, limit, rng)
     return bad
 
 
@@ -1727,6 +1757,10 @@ cdef class MaxScatterKernel(PlannedKernel):
         self.shared_bytes = 0
         if g.window:
             self.shared_bytes = (g.N * g.C * (g.Ho * g.Wo + 1) + 63) // 64 * 64
+        # planes split into blocks of rows: the output rows' index ranges (two int64 a row)
+        g.rows_rng = g.nbh > 1 and not g.window
+        if g.rows_rng:
+            self.shared_bytes = (g.N * g.C * g.Ho * 16 + 63) // 64 * 64
         cdef Py_ssize_t acc_size = 8 if kind == K_F64 else 4
         cdef Py_ssize_t elems = (g.map_at + (g.map_bytes + 3) // 4 + 15) // 16 * 16
         g.w_at = elems
@@ -1746,21 +1780,21 @@ cdef class MaxScatterKernel(PlannedKernel):
         """How many indices lie outside [0, H*W)."""
         if self.p_ind == NULL:
             raise RuntimeError("pool_grad: this plan was released from its arrays")
-        return self._count_bad(n_threads, self.p_ind)
+        return self._count_bad(n_threads, self.p_ind, NULL)
 
-    cdef Py_ssize_t _count_bad(self, int nt, char* ind) except -1:
+    cdef Py_ssize_t _count_bad(self, int nt, char* ind, int64_t* rng) except -1:
         cdef Py_ssize_t bad
         if self.traffic >= C_NOGIL_BYTES:
             with nogil:
-                bad = self._count_bad_nogil(nt, ind)
+                bad = self._count_bad_nogil(nt, ind, rng)
         else:
-            bad = self._count_bad_nogil(nt, ind)
+            bad = self._count_bad_nogil(nt, ind, rng)
         return bad
 
-    cdef Py_ssize_t _count_bad_nogil(self, int nt, char* ind) noexcept nogil:
+    cdef Py_ssize_t _count_bad_nogil(self, int nt, char* ind, int64_t* rng) noexcept nogil:
         if self.idx64:
-            return _count_bad(<const int64_t*>ind, &self.g, nt)
-        return _count_bad(<const int32_t*>ind, &self.g, nt)
+            return _count_bad(<const int64_t*>ind, &self.g, nt, rng)
+        return _count_bad(<const int32_t*>ind, &self.g, nt, rng)
 
     cdef Py_ssize_t _execute(self, char* scratch, int nt, char* go, char* gi,
                              char* ind) except -1:
@@ -1770,6 +1804,7 @@ cdef class MaxScatterKernel(PlannedKernel):
         cdef int fk = 0 if g.kind == K_F32 else (1 if g.kind == K_BF16 else 2)
         cdef uint8_t* codes = NULL
         cdef uint8_t* ok = NULL
+        cdef int64_t* rng = NULL
         cdef Py_ssize_t bad
         if g.window and pg_scatter_fast(fk):
             # the check's pass codes the indices for the gather form (shared workspace)
@@ -1781,14 +1816,16 @@ cdef class MaxScatterKernel(PlannedKernel):
             else:
                 bad = self._wcheck_nogil(nt, ind, codes, ok)
         else:
-            bad = self._count_bad(nt, ind)
+            if g.rows_rng:
+                rng = <int64_t*>(scratch - self.shared_bytes)
+            bad = self._count_bad(nt, ind, rng)
         if bad:
             return bad
         if self.traffic >= C_NOGIL_BYTES:
             with nogil:
-                self._launch(scratch, nt, go, gi, ind, codes, ok)
+                self._launch(scratch, nt, go, gi, ind, codes, ok, rng)
         else:
-            self._launch(scratch, nt, go, gi, ind, codes, ok)
+            self._launch(scratch, nt, go, gi, ind, codes, ok, rng)
         return 0
 
     cdef Py_ssize_t _wcheck_nogil(self, int nt, char* ind, uint8_t* codes,
@@ -1798,30 +1835,31 @@ cdef class MaxScatterKernel(PlannedKernel):
         return _wcheck(<const int32_t*>ind, &self.g, codes, ok, nt)
 
     cdef void _launch(self, char* scratch, int nt, char* go, char* gi, char* ind,
-                      const uint8_t* codes, const uint8_t* ok) noexcept nogil:
+                      const uint8_t* codes, const uint8_t* ok,
+                      const int64_t* rng) noexcept nogil:
         cdef Scatter* g = &self.g
         cdef Py_ssize_t per = self.scratch_elems
         if g.kind == K_F64:
             if self.idx64:
                 _scatter_run(<const double*>go, <const int64_t*>ind, <double*>gi, g,
-                             <double*>scratch, per, nt, codes, ok)
+                             <double*>scratch, per, nt, codes, ok, rng)
             else:
                 _scatter_run(<const double*>go, <const int32_t*>ind, <double*>gi, g,
-                             <double*>scratch, per, nt, codes, ok)
+                             <double*>scratch, per, nt, codes, ok, rng)
         elif g.kind == K_F32:
             if self.idx64:
                 _scatter_run(<const float*>go, <const int64_t*>ind, <float*>gi, g,
-                             <float*>scratch, per, nt, codes, ok)
+                             <float*>scratch, per, nt, codes, ok, rng)
             else:
                 _scatter_run(<const float*>go, <const int32_t*>ind, <float*>gi, g,
-                             <float*>scratch, per, nt, codes, ok)
+                             <float*>scratch, per, nt, codes, ok, rng)
         else:
             if self.idx64:
                 _scatter_run(<const uint16_t*>go, <const int64_t*>ind, <uint16_t*>gi, g,
-                             <float*>scratch, per, nt, codes, ok)
+                             <float*>scratch, per, nt, codes, ok, rng)
             else:
                 _scatter_run(<const uint16_t*>go, <const int32_t*>ind, <uint16_t*>gi, g,
-                             <float*>scratch, per, nt, codes, ok)
+                             <float*>scratch, per, nt, codes, ok, rng)
 
 
 # --------------------------------------------------------------------------------------

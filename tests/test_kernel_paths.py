@@ -235,6 +235,67 @@ def _split_runs(dtype):
     return outs, items
 
 
+# the max-pool scatter over planes split into blocks of rows: the index check records each
+# output row's smallest and largest index, and a block skips the rows with none inside it
+# (unit-stride index rows; the others are scanned whole).  Indices from the forward (in
+# their windows), anywhere in the plane, or all in the plane's first and last rows
+MAX_SPLIT = [((2, 16, 12, 20), (3, 5)), ((1, 8, 9, 13), (4, 4)), ((2, 3, 17, 11), (5, 2))]
+
+
+def _max_split_runs(idx_dtype):
+    rng = np.random.default_rng(23)
+    outs, items = [], []
+    for x_shape, o in MAX_SPLIT:
+        x = make_array(x_shape, np.float32, rng)
+        _, fwd = pg.adaptive_max_pool2d(x, o, return_indices=True)
+        hw = x_shape[2] * x_shape[3]
+        ends = rng.choice([0, 1, hw - 2, hw - 1], fwd.shape)
+        for ind in (fwd, rng.integers(0, hw, fwd.shape), ends):
+            go = make_array(fwd.shape, np.float32, rng)
+            want = ref_adaptive_max_pool2d_backward(go, x_shape, ind)
+            for layout in ("c", "channels_last", "negative"):
+                g_, i_ = as_layout(go, layout), as_layout(ind.astype(idx_dtype), layout)
+                out = empty_out(x_shape, np.float32, layout)
+                op = pg.AdaptiveMaxPool2dBackward(g_, x_shape, i_, out)
+                op.execute(n_threads=2)
+                np.testing.assert_allclose(out, want, *tolerance(np.float32))
+                outs.append(_bits(out))
+                items.append(op._kernel.n_items)
+    return outs, items
+
+
+@pytest.mark.parametrize("idx_dtype", [np.int64, np.int32])
+def test_max_pool_split_blocks_give_the_same_bits(idx_dtype, request):
+    whole, whole_items = _max_split_runs(idx_dtype)
+    request.getfixturevalue("split_items")
+    split, split_items = _max_split_runs(idx_dtype)
+    assert sum(split_items) > 2 * sum(whole_items)   # the fixture did split them
+    for a, b in zip(whole, split, strict=True):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("bad", [-1, "hw"])
+@pytest.mark.parametrize("layout", ["c", "channels_last", "negative"])
+def test_max_pool_split_blocks_reject_a_bad_index(bad, layout, request):
+    """The row ranges' pass is the index check of split planes: an index outside the plane,
+    in any row, is still found (161002) and nothing is written."""
+    request.getfixturevalue("split_items")
+    x_shape, o = (2, 8, 12, 20), (3, 5)
+    rng = np.random.default_rng(24)
+    ind = rng.integers(0, 240, (2, 8) + o)
+    ind[1, 5, 2, 3] = -1 if bad == -1 else 240
+    go = make_array(ind.shape, np.float32, rng)
+    out = empty_out(x_shape, np.float32, layout)
+    before = out.copy()
+    op = pg.AdaptiveMaxPool2dBackward(as_layout(go, layout), x_shape, as_layout(ind, layout),
+                                      out)
+    assert op._kernel.n_items > 16
+    with pytest.raises(pg.AclnnError) as exc:
+        op.execute()
+    assert exc.value.code == 161002
+    assert np.array_equal(out, before)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_split_items_give_the_same_bits(dtype, request):
     """Small calls run as whole planes (_plan.MIN_ITEM_VALUES); split into rows, as a large
