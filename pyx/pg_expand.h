@@ -136,6 +136,20 @@ static void pg_poly2_sse2_f32(const float *a, const float *b, int64_t ma, int64_
     }
 #define PG_POLY2_AVX2_LOOP(MA, MB) PG_FOR8_OVERLAP(q, nq, PG_POLY2_AVX2_BLOCK(MA, MB, q))
 
+/* LOOP(MA, MB) for the phases' term counts ma, mb (1 to 3; pg_poly2_ok) as constants */
+#define PG_POLY2_CASES(ma, mb, LOOP)                                                        \
+    switch ((ma) * 4 + (mb)) {                                                              \
+    case 4 * 1 + 1: LOOP(1, 1) break;                                                       \
+    case 4 * 1 + 2: LOOP(1, 2) break;                                                       \
+    case 4 * 2 + 1: LOOP(2, 1) break;                                                       \
+    case 4 * 2 + 2: LOOP(2, 2) break;                                                       \
+    case 4 * 1 + 3: LOOP(1, 3) break;                                                       \
+    case 4 * 3 + 1: LOOP(3, 1) break;                                                       \
+    case 4 * 2 + 3: LOOP(2, 3) break;                                                       \
+    case 4 * 3 + 2: LOOP(3, 2) break;                                                       \
+    default: LOOP(3, 3) break;                                                              \
+    }
+
 PG_TARGET_AVX2
 static void pg_poly2_avx2_f32(const float *a, const float *b, int64_t ma, int64_t mb,
                               float *dst, ptrdiff_t nq, float k)
@@ -145,17 +159,7 @@ static void pg_poly2_avx2_f32(const float *a, const float *b, int64_t ma, int64_
         pg_poly2_tail_f32(a, b, ma, mb, dst, 0, nq, k);
         return;
     }
-    switch (ma * 4 + mb) {
-    case 4 * 1 + 1: PG_POLY2_AVX2_LOOP(1, 1) break;
-    case 4 * 1 + 2: PG_POLY2_AVX2_LOOP(1, 2) break;
-    case 4 * 2 + 1: PG_POLY2_AVX2_LOOP(2, 1) break;
-    case 4 * 2 + 2: PG_POLY2_AVX2_LOOP(2, 2) break;
-    case 4 * 1 + 3: PG_POLY2_AVX2_LOOP(1, 3) break;
-    case 4 * 3 + 1: PG_POLY2_AVX2_LOOP(3, 1) break;
-    case 4 * 2 + 3: PG_POLY2_AVX2_LOOP(2, 3) break;
-    case 4 * 3 + 2: PG_POLY2_AVX2_LOOP(3, 2) break;
-    default: PG_POLY2_AVX2_LOOP(3, 3) break;
-    }
+    PG_POLY2_CASES(ma, mb, PG_POLY2_AVX2_LOOP)
 }
 #endif
 

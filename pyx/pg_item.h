@@ -209,17 +209,7 @@ static void pg_item_erows_poly2_avx2(const pg_item_f32 *g, const float *gbase, p
     const float *PG_RESTRICT ww = g->ww, *PG_RESTRICT wd = g->wd, *PG_RESTRICT wh = g->wh;
     const float *a = grow + q0 + g->pc[0], *b = grow + q0 + g->pc[1];
     float *PG_RESTRICT e = E;
-    switch (g->pm[0] * 4 + g->pm[1]) {
-    case 4 * 1 + 1: PG_EROWS_LOOP(1, 1) break;
-    case 4 * 1 + 2: PG_EROWS_LOOP(1, 2) break;
-    case 4 * 2 + 1: PG_EROWS_LOOP(2, 1) break;
-    case 4 * 2 + 2: PG_EROWS_LOOP(2, 2) break;
-    case 4 * 1 + 3: PG_EROWS_LOOP(1, 3) break;
-    case 4 * 3 + 1: PG_EROWS_LOOP(3, 1) break;
-    case 4 * 2 + 3: PG_EROWS_LOOP(2, 3) break;
-    case 4 * 3 + 2: PG_EROWS_LOOP(3, 2) break;
-    default: PG_EROWS_LOOP(3, 3) break;
-    }
+    PG_POLY2_CASES(g->pm[0], g->pm[1], PG_EROWS_LOOP)
 }
 #endif
 
