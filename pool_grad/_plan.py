@@ -167,8 +167,9 @@ def taps(lo, hi, n_out):
 def item_runs(tp, width, hcover, n_out):
     """Run tables of the C item (pyx/pg_item.h): where each run of equal taps starts, then
     the width (a tap table of one tap per column only; else None), for each H index how
-    many rows from it on have the same covering windows, and whether a tap reaches the
-    sentinel slots after the n_out grad_output columns."""
+    many rows from it on have the same covering windows, whether a tap reaches the
+    sentinel slots after the n_out grad_output columns, and the 16-bit spread table
+    (spread16, or None)."""
     wrun = None
     if tp is not None and tp.shape[0] == width:
         wrun = np.concatenate(([0], np.flatnonzero(tp[1:] != tp[:-1]) + 1, [width]))
@@ -178,7 +179,33 @@ def item_runs(tp, width, hcover, n_out):
     ends = np.append(starts[1:], len(lo))
     hrun = np.ascontiguousarray(np.repeat(ends, ends - starts) - np.arange(len(lo)), np.int64)
     sent = tp is not None and tp.size > 0 and int(tp.max()) >= n_out
-    return wrun, hrun, sent
+    return wrun, hrun, sent, spread16(tp, width, n_out + 2 if sent else n_out)
+
+
+def spread16(tp, width, n_narrow):
+    """The spread of a row of n_narrow 16-bit values (one per grad_output column, then the
+    sentinel slots if used) to the input width through a tap table of one tap per column
+    (pg_item.h's pg_spread16_row), as five int64 per block of 16 columns (starting at
+    16 * i, the last at width - 16): the block's smallest tap, then the 32 shuffle bytes
+    that give each column its two bytes of the 8 values from there.  None where some
+    block's taps reach further than 8 values, or the row is narrower than 16 columns or
+    not much wider than the narrow row (the item keeps the narrow rows where it keeps its
+    rows of the input width)."""
+    if (tp is None or tp.shape[0] != width or width < 16
+            or ((n_narrow + 7) & ~7) + 8 > width):
+        return None
+    first = np.minimum(np.arange(0, width, 16), width - 16)
+    taps16 = tp[first[:, None] + np.arange(16)[None, :]]
+    base = taps16.min(axis=1)
+    off = taps16 - base[:, None]
+    if off.max() > 7:
+        return None
+    table = np.empty((len(first), 5), np.int64)
+    table[:, 0] = base
+    shuf = table[:, 1:].view(np.uint8).reshape(len(first), 16, 2)
+    shuf[..., 0] = 2 * off      # the shuffle works within each 16-byte half: columns
+    shuf[..., 1] = 2 * off + 1  # 8..15 take from the upper copy of the 8 values
+    return np.ascontiguousarray(table.reshape(-1))
 
 
 def polyphase(lo, hi, period):
@@ -440,7 +467,7 @@ def gather_geometry(spec, shape6, acc, n_cpu, folded=False):
             if lanes == 1 and ((w_period or 0) <= 2 or tp is None) else None)
     wts = tuple(np.ascontiguousarray(x, dtype=acc) for x in weights)
     runs = item_runs(tp, w, covs[1], len(windows[2][0]))
-    for arr in tables + wts + runs[:2] + (tp,) + (poly[2:] if poly else ()):
+    for arr in tables + wts + runs[:2] + runs[3:] + (tp,) + (poly[2:] if poly else ()):
         if arr is not None:
             arr.flags.writeable = False
     terms = int((covs[0][1] - covs[0][0]).max()) * int((covs[1][1] - covs[1][0]).max())

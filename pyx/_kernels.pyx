@@ -107,6 +107,7 @@ cdef extern from "pg_item.h" nogil:
         Py_ssize_t nrun
         const int64_t* hrun
         int sent
+        const int64_t* spread
     void pg_item_f32_run(const pg_item_f32* g, const float* gbase, float* xbase,
                          Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1,
                          float* grow, float* E, const float** rows, float* tmp)
@@ -1117,8 +1118,9 @@ cdef class AvgGatherKernel(PlannedKernel):
     cdef Gather g
     cdef pg_item_f32 it
     cdef object _keep
-    # which C item runs the call: "", "rows", "region" (rows staged and streamed) or
-    # "single" (one term per value) from pg_item.h, or "lanes" (_lanes_rows, channels-last
+    # which C item runs the call: "", "rows", "region" (rows staged and streamed),
+    # "single" (one term per value) or "narrow" (16-bit sums at the output width, spread;
+    # where the CPU has AVX2) from pg_item.h, or "lanes" (_lanes_rows, channels-last
     # float32 rows without E rows, where the CPU has AVX2); for the tests
     cdef readonly str c_item
     cdef const float[:, :, :, :, :, :] go_f
@@ -1215,6 +1217,9 @@ cdef class AvgGatherKernel(PlannedKernel):
             t = runs[1]; self.it.hrun = &t[0]
             self.it.wrun, self.it.nrun = NULL, 0
             self.it.sent = runs[2]
+            self.it.spread = NULL
+            if runs[3] is not None and kind != K_F32:
+                t = runs[3]; self.it.spread = &t[0]
             if runs[0] is not None:
                 t = runs[0]; self.it.wrun = &t[0]
                 self.it.nrun = runs[0].shape[0] - 1
@@ -1228,6 +1233,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                 self.it.dup2 = np.array_equal(np.asarray(taps), np.arange(g.W) // 2)
             g.item_f32 = &self.it
             self.c_item = ("single" if self.it.single else
+                           "narrow" if self.it.spread != NULL else
                            "region" if self.it.region else "rows")
         if g.lanes_row:
             self.c_item = "lanes"

@@ -49,6 +49,7 @@ typedef struct {
     const int64_t *hrun;   /* for each H index, how many rows from it on (to H) have the
                             * same covering windows */
     int sent;              /* some tap is a sentinel slot (an empty cover, a padding tap) */
+    const int64_t *spread; /* m = 1: the 16-bit spread table (_plan.spread16), or NULL */
 } pg_item_f32;
 
 /* the rows from ih on, before h1, with the same covering H windows as row ih */
@@ -509,6 +510,22 @@ static inline void pg_r_row_f32(float *r, const float *src, const float *ww, flo
     r[Wo + 1] = k * -0.0f;
 }
 
+/* the rounded 16-bit row r spread to columns 0..W-1 of dst (W >= 16) through the table sp
+ * (_plan.spread16): each block of 16 columns (the last one overlapping the one before)
+ * shuffled from the 8 values at its smallest tap */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_spread16_row(uint16_t *dst, const uint16_t *r, const int64_t *sp,
+                                   ptrdiff_t W)
+{
+    for (ptrdiff_t j = 0;; j += 16, sp += 5) {
+        if (j + 16 > W) j = W - 16;
+        _mm256_storeu_si256((__m256i *)(dst + j), _mm256_shuffle_epi8(
+            _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(r + sp[0]))),
+            _mm256_loadu_si256((const __m256i *)(sp + 1))));
+        if (j + 16 == W) break;
+    }
+}
+
 /*
  * Non-overlapping windows (g->single): every grad_input value is one grad_output value
  * times its weights.  Each grad_output value is weighted (and rounded, for 16-bit) once,
@@ -634,7 +651,9 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
                 }
                 j += blk;
             }
-            if (!two && j == 0 && g->wrun) {
+            if (!two && j == 0 && es == 2 && g->spread) {
+                pg_spread16_row((uint16_t *)dst, (const uint16_t *)r, g->spread, W);
+            } else if (!two && j == 0 && g->wrun) {
                 if (es == 2)
                     pg_runs_u16_avx2((uint16_t *)dst, (const uint16_t *)r, tap, g->wrun,
                                      g->nrun, W);
@@ -672,6 +691,99 @@ static void pg_item_single_avx2(const pg_item_f32 *g, const void *gbase, void *x
 }
 
 /*
+ * Overlapping D or H windows over one tap per column (g->spread, 16-bit): each grad_input
+ * value is a sum over its covering rows of k * (grad_output value times its W weight), so
+ * the sum depends on the column only through its tap.  Each E row is therefore kept at the
+ * output width (N rows: Wo values, the two sentinel slots if used, zeros to a multiple of
+ * 8), the covering N rows are summed and rounded there, once per window rather than once
+ * per column, and the rounded row is spread to the input width by byte shuffles
+ * (pg_spread16_row) and copied to every row and plane with the same covering windows.  The
+ * same products summed in the same order and rounded the same way as the E rows' combine:
+ * the same bits.
+ */
+/* one N row: k * (grad_output row times the W weights), the sentinel slots (k * +0.0,
+ * k * -0.0) where nw = Wo + 2, then zeros up to nw + 8 */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_n_row_h16(float *e, const uint16_t *src, const float *ww, float k,
+                                ptrdiff_t Wo, ptrdiff_t nw, int bf16)
+{
+    const __m256 kv = _mm256_set1_ps(k);
+    if (Wo < 8) {
+        for (ptrdiff_t j = 0; j < Wo; j++) {
+            const float x = bf16 ? pg_bf16_to_f32(src[j]) : _cvtsh_ss(src[j]);
+            e[j] = k * (ww ? x * ww[j] : x);
+        }
+    } else {
+        PG_FOR8_OVERLAP(j, Wo, {
+            const __m128i h = _mm_loadu_si128((const __m128i *)(src + j));
+            __m256 x = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+                            : _mm256_cvtph_ps(h);
+            if (ww) x = _mm256_mul_ps(x, _mm256_loadu_ps(ww + j));
+            _mm256_storeu_ps(e + j, _mm256_mul_ps(kv, x));
+        })
+    }
+    if (nw > Wo) {
+        e[Wo] = k * 0.0f;
+        e[Wo + 1] = k * -0.0f;
+    }
+    _mm256_storeu_ps(e + nw, _mm256_setzero_ps());
+}
+
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_item_narrow_body(const pg_item_f32 *g, const uint16_t *gbase,
+                                       uint16_t *xbase, ptrdiff_t d0, ptrdiff_t d1,
+                                       ptrdiff_t h0, ptrdiff_t h1, float *PG_RESTRICT E,
+                                       const float **rows, uint16_t *PG_RESTRICT R, int bf16)
+{
+    const ptrdiff_t W = g->W, Wo = g->Wo, nw = g->sent ? Wo + 2 : Wo, nwp = (nw + 7) & ~7;
+    const ptrdiff_t od0 = g->dlo[d0], od1 = g->dhi[d1 - 1];
+    const ptrdiff_t oh0 = g->hlo[h0], oh1 = g->hhi[h1 - 1];
+    const ptrdiff_t noh = oh1 > oh0 ? oh1 - oh0 : 0;
+    const ptrdiff_t step = g->xs3 * 2, dstep = g->xs2 * 2;
+    float *e = E;
+    for (ptrdiff_t od = od0; od < od1; od++)
+        for (ptrdiff_t oh = oh0; oh < oh1; oh++, e += W)
+            pg_n_row_h16(e, gbase + od * g->gs2 + oh * g->gs3, g->ww, g->wd[od] * g->wh[oh],
+                         Wo, nw, bf16);
+    for (ptrdiff_t idd = d0; idd < d1;) {
+        /* the planes from idd on with the same covering D windows get the same rows */
+        ptrdiff_t nd = 1;
+        while (idd + nd < d1 && g->dlo[idd + nd] == g->dlo[idd] && g->dhi[idd + nd] == g->dhi[idd])
+            nd++;
+        for (ptrdiff_t ih = h0; ih < h1;) {
+            const ptrdiff_t c = pg_item_hrun(g, ih, h1);
+            char *const dst = (char *)(xbase + idd * g->xs2 + ih * g->xs3);
+            const ptrdiff_t nr = pg_item_cover(g, E, od0, oh0, noh, idd, ih, rows);
+            ih += c;
+            if (nr == 0) {
+                for (ptrdiff_t u = 0; u < nd; u++)
+                    for (ptrdiff_t t = 0; t < c; t++)
+                        memset(dst + u * dstep + t * step, 0, (size_t)W * 2);   /* +0.0 */
+                continue;
+            }
+            const float *const r0 = rows[0], *const r1 = nr > 1 ? rows[1] : rows[0];
+            for (ptrdiff_t j = 0; j < nwp; j += 8) {
+                const __m256 v = pg_combine8_avx2(r0, r1, rows, nr, j);
+                __m128i o;
+                if (bf16) {
+                    const __m256i q = pg_bf16_round8_avx2(v);
+                    o = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+                } else {
+                    o = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+                }
+                _mm_storeu_si128((__m128i *)(R + j), o);
+            }
+            /* one row spread, the others (c rows in each of nd planes) copies of it */
+            pg_spread16_row((uint16_t *)dst, R, g->spread, W);
+            if (c > 1) pg_copy_row_body(dst + step, step, c - 1, dst, W * 2);
+            for (ptrdiff_t u = 1; u < nd; u++)
+                pg_copy_row_body(dst + u * dstep, step, c, dst, W * 2);
+        }
+        idd += nd;
+    }
+}
+
+/*
  * The same item with bfloat16 / float16 grad_output and grad_input (AVX2, and F16C for
  * float16): rows widened and W-weighted as they are loaded, each grad_input row summed,
  * rounded once and stored by the fused 16-bit combine (pg_stream.h).  Returns 0 where the
@@ -691,6 +803,11 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
     grow[Wo + 1] = -0.0f;
     if (g->single) {
         pg_item_single_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, bf16 ? 1 : 2);
+        return;
+    }
+    if (g->spread) {   /* tmp: the rounded row (W floats' room, nwp + 8 values used) */
+        if (bf16) pg_item_narrow_body(g, gbase, xbase, d0, d1, h0, h1, E, rows, (uint16_t *)tmp, 1);
+        else pg_item_narrow_body(g, gbase, xbase, d0, d1, h0, h1, E, rows, (uint16_t *)tmp, 0);
         return;
     }
     for (ptrdiff_t od = od0; od < od1; od++) {

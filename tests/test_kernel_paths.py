@@ -523,6 +523,66 @@ def test_lanes_rows_give_the_same_bits_as_e_rows(request):
         assert np.array_equal(a, b) and np.array_equal(a, c)
 
 
+# 16-bit rows with overlapping D or H windows over one tap per column: the sums formed at
+# the output width, rounded, spread to the input width by byte shuffles (pg_item.h's
+# pg_item_narrow_body, _plan.spread16); adaptive windows of 8, 9 and 12 columns, a batch of
+# one plane split into blocks, pooling with kernel = stride 2 along W (with padding and
+# count_include_pad off: W weights), stride past the kernel (empty covers: the sentinel
+# slots), a divisor override of either sign, grad_input rows with gaps and planes apart
+NARROW_ADAPTIVE = [((1, 1, 15, 20, 63), (4, 6, 7)), ((2, 3, 15, 7, 63), (4, 7, 7)),
+                   ((2, 2, 5, 9, 40), (3, 4, 5)), ((1, 2, 7, 5, 96), (3, 2, 8))]
+NARROW_AVG = [  # (x shape, kernel, stride, padding, count_include_pad, divisor)
+    ((2, 3, 11, 32), (3, 2), (2, 2), 0, True, 0),
+    ((1, 2, 9, 34), 3, (1, 3), (1, 1), False, 0),
+    ((2, 2, 10, 20), (4, 2), (2, 5), 0, True, 0),
+    ((1, 3, 12, 48), (5, 3), (2, 3), (2, 1), True, -3),
+]
+
+
+def _narrow_runs(dtype):
+    rng = np.random.default_rng(23)
+    calls = []
+    for x_shape, o in NARROW_ADAPTIVE:
+        go = _special(x_shape[:2] + o, dtype, rng)
+        calls.append((go, x_shape, ref_adaptive_avg_pool3d_backward(go, x_shape),
+                      lambda go, x, out: pg.AdaptiveAvgPool3dBackward(go, x, out)))
+    for x_shape, k, s, p, cip, div in NARROW_AVG:
+        y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, s, p, count_include_pad=cip,
+                          divisor_override=div)
+        go = _special(y.shape, dtype, rng)
+        want = ref_avg_pool2d_backward(go, x_shape, k, s, p, False, cip, div)
+        calls.append((go, x_shape, want,
+                      lambda go, x, out, k=k, s=s, p=p, cip=cip, div=div:
+                      pg.AvgPool2dBackward(go, x, k, s, p, False, cip, div, 0, out)))
+    outs = []
+    for go, x_shape, want, make in calls:
+        # planes and rows of grad_input with gaps after them: nothing is written there
+        big = np.full(x_shape[:-2] + (x_shape[-2] + 1, x_shape[-1] + 9), 7, dtype)
+        for out in (np.full(x_shape, 7, dtype), big[..., :-1, 1:1 + x_shape[-1]]):
+            op = make(go, x_shape, out)
+            assert op._kernel.c_item == "narrow", x_shape   # the plan's (baseline too)
+            for nt in (1, 3):
+                op.execute(n_threads=nt)
+                np.testing.assert_allclose(out.astype(np.float32), want, *tolerance(dtype))
+                outs.append(_bits(out))
+        assert np.all(big[..., -1, :] == 7)
+        assert np.all(big[..., :1] == 7) and np.all(big[..., 1 + x_shape[-1]:] == 7)
+    return outs
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("dtype", [np.dtype(np.float16), BFLOAT16], ids=["f16", "bf16"])
+def test_narrow_rows_give_the_same_bits_as_e_rows(dtype, request):
+    """The 16-bit sums formed at the output width and spread: the reference's values, and
+    the bits of the E rows' combine (the baseline loops)."""
+    with np.errstate(invalid="ignore"):   # inf - inf in the reference's sums
+        fast = _narrow_runs(dtype)
+        request.getfixturevalue("baseline_simd")
+        base = _narrow_runs(dtype)
+    for a, b in zip(fast, base, strict=True):
+        assert np.array_equal(a, b)
+
+
 # one tap per column (pg_item.h's runs of equal taps, stored eight columns at a time):
 # adaptive W windows of 3 (a short run's store runs on into the next), 12 and 18 (the last
 # store overlaps), a width under 8 and a last run without room for a whole store; overlapping
