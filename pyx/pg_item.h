@@ -59,6 +59,16 @@ static inline ptrdiff_t pg_item_hrun(const pg_item_f32 *g, ptrdiff_t ih, ptrdiff
     return c < h1 - ih ? c : h1 - ih;
 }
 
+/* the planes from idd on, before d1, with the same covering D windows as plane idd (the
+ * same E rows, so the same rows of grad_input) */
+static inline ptrdiff_t pg_item_drun(const pg_item_f32 *g, ptrdiff_t idd, ptrdiff_t d1)
+{
+    ptrdiff_t n = 1;
+    while (idd + n < d1 && g->dlo[idd + n] == g->dlo[idd] && g->dhi[idd + n] == g->dhi[idd])
+        n++;
+    return n;
+}
+
 #if PG_X86_DISPATCH
 /*
  * A one-tap row (m = 1) through its runs of equal taps (g->wrun): dst[j] = src[tap[j]],
@@ -393,8 +403,7 @@ static inline void pg_copy_row_body(char *dst, ptrdiff_t step, ptrdiff_t c, cons
         const __m256i b = _mm256_loadu_si256((const __m256i *)(s + o1));
         const __m256i e = _mm256_loadu_si256((const __m256i *)(s + o2));
         const __m256i f = _mm256_loadu_si256((const __m256i *)(s + o3));
-        char *d = dst + off;
-        for (ptrdiff_t t = 0; t < c; t++, d += step) {
+        for (char *d = dst + off, *const de = d + c * step; d != de; d += step) {
             _mm256_storeu_si256((__m256i *)d, a);
             _mm256_storeu_si256((__m256i *)(d + o1), b);
             _mm256_storeu_si256((__m256i *)(d + o2), e);
@@ -747,9 +756,7 @@ static inline void pg_item_narrow_body(const pg_item_f32 *g, const uint16_t *gba
                          Wo, nw, bf16);
     for (ptrdiff_t idd = d0; idd < d1;) {
         /* the planes from idd on with the same covering D windows get the same rows */
-        ptrdiff_t nd = 1;
-        while (idd + nd < d1 && g->dlo[idd + nd] == g->dlo[idd] && g->dhi[idd + nd] == g->dhi[idd])
-            nd++;
+        const ptrdiff_t nd = pg_item_drun(g, idd, d1);
         for (ptrdiff_t ih = h0; ih < h1;) {
             const ptrdiff_t c = pg_item_hrun(g, ih, h1);
             char *const dst = (char *)(xbase + idd * g->xs2 + ih * g->xs3);
