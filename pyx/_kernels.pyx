@@ -1417,7 +1417,9 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
             buf = buf + shift
             dummy -= shift
     # the plane's output rows' [smallest, largest] index (rows_rng), or NULL
-    cdef const int64_t* rr = NULL if rng == NULL else rng + t * Ho * 2
+    cdef const int64_t* rr = NULL
+    if rng != NULL:
+        rr = rng + t * Ho * 2
     for oh in range(Ho):
         if rr != NULL and (rr[2 * oh + 1] < <int64_t>lo or rr[2 * oh] >= <int64_t>hi):
             continue   # no index of this output row falls in the block
