@@ -452,6 +452,27 @@ static inline void pg_item_copy_d(const pg_item_f32 *g, void *xbase, ptrdiff_t i
     memcpy(x + i, src + i, (size_t)(n - i));
 }
 
+/* k * (16-bit grad_output value j, widened, times its W weight): one value, and eight from
+ * j on (kv = k in every lane); the products of the 16-bit R and N rows */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline float pg_h16_kx1(const uint16_t *src, const float *ww, float k, ptrdiff_t j,
+                               int bf16)
+{
+    const float x = bf16 ? pg_bf16_to_f32(src[j]) : _cvtsh_ss(src[j]);
+    return k * (ww ? x * ww[j] : x);
+}
+
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline __m256 pg_h16_kx8(const uint16_t *src, const float *ww, __m256 kv, ptrdiff_t j,
+                                int bf16)
+{
+    const __m128i h = _mm_loadu_si128((const __m128i *)(src + j));
+    __m256 x = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+                    : _mm256_cvtph_ps(h);
+    if (ww) x = _mm256_mul_ps(x, _mm256_loadu_ps(ww + j));
+    return _mm256_mul_ps(kv, x);
+}
+
 /* one R row of a 16-bit item: k * (grad_output row times the W weights), rounded to 16
  * bits, then the two sentinel slots (k * +0.0, k * -0.0 rounded): what the one-term
  * combine of the general path stores for each grad_input value they reach, from the same
@@ -464,17 +485,12 @@ static inline void pg_r_row_h16(uint16_t *r, const uint16_t *src, const float *w
     ptrdiff_t j = 0;
     if (Wo < 8) {
         for (; j < Wo; j++) {
-            const float x = bf16 ? pg_bf16_to_f32(src[j]) : _cvtsh_ss(src[j]);
-            const float v = k * (ww ? x * ww[j] : x);
+            const float v = pg_h16_kx1(src, ww, k, j, bf16);
             r[j] = bf16 ? pg_f32_to_bf16(v) : _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);
         }
     } else {
         PG_FOR8_OVERLAP(j, Wo, {
-            const __m128i h = _mm_loadu_si128((const __m128i *)(src + j));
-            __m256 x = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
-                            : _mm256_cvtph_ps(h);
-            if (ww) x = _mm256_mul_ps(x, _mm256_loadu_ps(ww + j));
-            x = _mm256_mul_ps(kv, x);
+            const __m256 x = pg_h16_kx8(src, ww, kv, j, bf16);
             __m128i o;
             if (bf16) {
                 /* products that are bfloat16 values already (k a power of two: kernel =
@@ -718,18 +734,9 @@ static inline void pg_n_row_h16(float *e, const uint16_t *src, const float *ww, 
 {
     const __m256 kv = _mm256_set1_ps(k);
     if (Wo < 8) {
-        for (ptrdiff_t j = 0; j < Wo; j++) {
-            const float x = bf16 ? pg_bf16_to_f32(src[j]) : _cvtsh_ss(src[j]);
-            e[j] = k * (ww ? x * ww[j] : x);
-        }
+        for (ptrdiff_t j = 0; j < Wo; j++) e[j] = pg_h16_kx1(src, ww, k, j, bf16);
     } else {
-        PG_FOR8_OVERLAP(j, Wo, {
-            const __m128i h = _mm_loadu_si128((const __m128i *)(src + j));
-            __m256 x = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
-                            : _mm256_cvtph_ps(h);
-            if (ww) x = _mm256_mul_ps(x, _mm256_loadu_ps(ww + j));
-            _mm256_storeu_ps(e + j, _mm256_mul_ps(kv, x));
-        })
+        PG_FOR8_OVERLAP(j, Wo, { _mm256_storeu_ps(e + j, pg_h16_kx8(src, ww, kv, j, bf16)); })
     }
     if (nw > Wo) {
         e[Wo] = k * 0.0f;
