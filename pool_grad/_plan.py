@@ -371,15 +371,18 @@ def gather_blocks(dcov, hcov, D, H, row_len, planes, n_cpu, folded=False):
 # its blocks of at least SPARSE_BLOCK_VALUES float32 sums then keep a map of the 8-value
 # groups added to, and the lines of the rest are stored as zeros without being read
 SPARSE_VALUES = 32
-SPARSE_BLOCK_VALUES = 1 << 16
+SPARSE_BLOCK_VALUES = 1 << 18
 
 
 def scatter_sparse(plane, n_out, block):
     """Whether the max-pool scatter of n_out indices per plane of `plane` positions into
-    blocks of `block` values (lanes included) should map the groups it adds to.  Only where
-    the block leaves the L2: one that stays there is read faster than the map's branches
-    are taken (->7x7 float32 NCHW, 50 KB blocks: 1.05-1.12x the time with the map;
-    channels-last, 516 KB blocks: 0.78-0.82x; 2-vCPU EPYC, 1 thread)."""
+    blocks of `block` values (lanes included) should map the groups it adds to.  Only for
+    blocks well past the L2, which only a single row longer than the scratch budget
+    makes: a block within the budget is read back faster than the map's branches are
+    taken (->7x7 float32, 1 thread, 2-vCPU EPYC: channels-last 16-row blocks, 458 KB,
+    1.01-1.05x the time with the map, 18-row ones 1.03-1.05x, 113x113 planes 1.02-1.11x;
+    NCHW planes, 50 KB, 1.05-1.12x; blocks of 1.8 and 3.2 MB made for the test,
+    0.8-1.07x)."""
     return n_out * SPARSE_VALUES <= plane and block >= SPARSE_BLOCK_VALUES
 
 
@@ -390,13 +393,26 @@ def scatter_sparse(plane, n_out, block):
 SCATTER_WINDOW = True
 
 
-def scatter_blocks(H, row_len, planes, n_cpu):
+def scatter_blocks(H, row_len, planes, n_cpu, Ho=0):
     """Rows per block of the max-pool scatter (each block re-reads its plane's indices,
-    so blocks are split only for the scratch budget or to balance threads)."""
+    so blocks are split only for the scratch budget or to balance threads).
+
+    Where the output rows' windows tile the plane (H = Ho * kh, the adaptive windows), a
+    block that is split holds whole windows where it can: a window cut by a block edge
+    has its indices on both sides, and the scatter then adds each group of four indices
+    with some outside the block through its slower mixed path, once per block
+    (32x64x112x112 -> 7x7 float32 channels-last, 1 thread: 2.83 ms with 16-row blocks,
+    3.16 ms with the 18 rows of the budget, 2.93-3.10 ms with 8; 2-vCPU EPYC)."""
     bh = max(1, min(H, SCRATCH_ELEMS // max(row_len, 1)))
+    kh = H // Ho if Ho and H % Ho == 0 else 0
+    if kh and kh <= bh < H:
+        bh -= bh % kh
     want = max(MIN_ITEMS, 4 * n_cpu)
     while planes * math.ceil(H / bh) < want and bh > 1 and bh * row_len > MIN_ITEM_VALUES:
-        bh = _ceil_half(bh)
+        if kh and bh % kh == 0 and bh > kh:
+            bh = _ceil_half(bh // kh) * kh   # still whole windows
+        else:
+            bh = _ceil_half(bh)
     return bh
 
 

@@ -181,7 +181,8 @@ class AdaptiveMaxPool2dBackward(Operator):
         if go.size and gi.size:
             (go6, ind6, gi6), _ = _plan.views6([go, ind, gi], 2, out_index=2)
             n, c, _, hh, ww, lanes = gi6.shape
-            bh = _plan.scatter_blocks(hh, ww * lanes, n * c, _threads.CPU_COUNT)
+            bh = _plan.scatter_blocks(hh, ww * lanes, n * c, _threads.CPU_COUNT,
+                                     go6.shape[3])
             kernel = _kernels.MaxScatterKernel(
                 go6, ind6, gi6, _plan.KINDS[dt], bh, _plan.streaming(gi6),
                 _plan.streaming_region(gi6, 0),

@@ -274,6 +274,52 @@ def test_max_pool_split_blocks_give_the_same_bits(idx_dtype, request):
         assert np.array_equal(a, b)
 
 
+def test_max_pool_blocks_hold_whole_windows(monkeypatch):
+    """Where the output rows' windows tile the plane (H = Ho * kh), a plane split into
+    blocks of rows is split at window edges while a window fits in the budget, also when
+    the blocks are split further for the threads; elsewhere the rows are halved as
+    before.  Any block gives the same bits (the block only chooses which indices an item
+    adds)."""
+    blocks = _plan.scatter_blocks
+    assert _plan.SCRATCH_ELEMS // 7168 == 18
+    assert blocks(112, 7168, 32, 2, 7) == 16           # ->7x7 channels-last, 64 lanes
+    assert blocks(112, 7168, 32, 2) == 18              # no output height given
+    assert blocks(113, 7168, 32, 2, 7) == 18           # overlapping windows
+    assert blocks(112, 1792, 4, 2, 7) == 64            # 73 rows of budget: 4 windows
+    assert blocks(112, 1792, 1, 2, 7) == 8             # 64 -> 32 -> 16 -> 8 for threads
+    assert blocks(112, 7168, 32, 2, 112) == 18         # one-row windows: nothing to keep
+    # a plane split at window edges (bh 8 = 2 windows of 4 rows, 3 blocks) against one
+    # block: indices from the forward, and anywhere in the plane
+    x_shape, o = (2, 16, 24, 24), (6, 6)
+    rng = np.random.default_rng(31)
+    x = make_array(x_shape, np.float32, rng)
+    _, fwd = pg.adaptive_max_pool2d(x, o, return_indices=True)
+    go = make_array(fwd.shape, np.float32, rng)
+    cases = [(fwd, layout) for layout in ("c", "channels_last")]
+    cases.append((rng.integers(0, 24 * 24, fwd.shape), "channels_last"))
+
+    def runs(bh):
+        outs = []
+        for ind, layout in cases:
+            out = empty_out(x_shape, np.float32, layout)
+            op = pg.AdaptiveMaxPool2dBackward(as_layout(go, layout), x_shape,
+                                              as_layout(ind, layout), out)
+            if layout == "channels_last":   # planes of 16 lanes, 24 // bh blocks each
+                assert op._kernel.n_items == 2 * (24 // bh)
+            op.execute(n_threads=2)
+            np.testing.assert_allclose(out, ref_adaptive_max_pool2d_backward(go, x_shape, ind),
+                                       *tolerance(np.float32))
+            outs.append(_bits(out))
+        return outs
+
+    monkeypatch.setattr(_plan, "SCRATCH_ELEMS", 9 * 24 * 16)   # 9 rows of 16 lanes
+    monkeypatch.setattr(_plan, "MIN_ITEM_VALUES", 1 << 62)   # no split for threads
+    split = runs(8)
+    monkeypatch.setattr(_plan, "SCRATCH_ELEMS", 1 << 17)
+    for a, b in zip(runs(24), split, strict=True):
+        assert np.array_equal(a, b)
+
+
 @pytest.mark.parametrize("bad", [-1, "hw"])
 @pytest.mark.parametrize("layout", ["c", "channels_last", "negative"])
 def test_max_pool_split_blocks_reject_a_bad_index(bad, layout, request):
