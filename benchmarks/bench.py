@@ -612,6 +612,8 @@ def machine_info(torch_mod):
             capture_output=True, text=True, timeout=5).stdout.strip() or None
     except Exception:
         info["pool_grad_git"] = None
+    # an installed package has no git checkout beside it: many_core.sh passes the commit
+    info["pool_grad_git"] = info["pool_grad_git"] or os.environ.get("POOL_GRAD_GIT")
     try:
         from pool_grad import _config
         cfg = _config.config()
