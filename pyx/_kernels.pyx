@@ -130,11 +130,11 @@ cdef extern from "pg_scatter.h" nogil:
                         uint8_t* map, Py_ssize_t mshift)
     Py_ssize_t pg_flush_shift(const void* dst, Py_ssize_t n, int kind)
     void pg_acc(float* b, float v)
-    Py_ssize_t pg_wcode_row(uint8_t* code, const void* j, int j64, Py_ssize_t Wo,
-                            uint64_t base, Py_ssize_t W, Py_ssize_t kh, uint64_t limit,
-                            uint64_t* acc)
-    void pg_wrowc(void* dst, Py_ssize_t ds, const void* g, int kind, int stream,
-                  const uint8_t* code, Py_ssize_t Wo, Py_ssize_t r0, Py_ssize_t r1)
+    int pg_wcode_plane(uint8_t* code, const void* j, int j64, Py_ssize_t Ho, Py_ssize_t Wo,
+                       Py_ssize_t js, Py_ssize_t W, Py_ssize_t kh)
+    void pg_wrows(void* dst, Py_ssize_t rs, Py_ssize_t ds, const void* g, Py_ssize_t gs,
+                  int kind, int stream, const uint8_t* code, Py_ssize_t Wo, Py_ssize_t n,
+                  Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t chunk)
 
 cdef extern from "pg_omp.h" nogil:
     int pg_omp_max_threads()
@@ -1501,7 +1501,7 @@ cdef enum:
 cdef void _window_item(const store_t* go, store_t* gi, const Scatter* g, acc_t* buf,
                        Py_ssize_t item, const uint8_t* codes) noexcept nogil:
     """The max-pool gradient of one whole plane whose indices all lie in their own windows,
-    as a gather (pg_scatter.h's pg_wrowc): each output row's windows formed row by row from
+    as a gather (pg_scatter.h's pg_wrows): each output row's windows formed row by row from
     the index codes of the check's pass and the values."""
     cdef int fk = 0 if g.kind == K_F32 else (1 if g.kind == K_BF16 else 2)
     cdef Py_ssize_t W = g.W, kh = g.kh, Ho = g.Ho, Wo = g.Wo
@@ -1527,20 +1527,25 @@ cdef void _window_item(const store_t* go, store_t* gi, const Scatter* g, acc_t* 
         return
     if region and not direct:
         pg_sw_begin(&sw, xb)
-    for oh in range(Ho):
+    oh = 0
+    while oh < Ho:
         use_sw = region and (not direct or oh == 0 or oh == Ho - 1)
         staged = use_sw or (g.stream and not region) or xs4 != 1
+        if not staged:
+            # this row and the next ones up to the last (direct: the last but one) are
+            # written straight from the registers, by one call
+            x = Ho - 1 if direct else Ho
+            pg_wrows(xb + oh * kh * xs3, kh * xs3 * size, xs3 * size, gb + oh * gs3,
+                     gs3 * size, fk, direct, cb + oh * Wo, Wo, x - oh, 0, kh, WINDOW_ROWS)
+            oh = x
+            continue
         if direct and use_sw:
             pg_sw_begin(&sw, xb + oh * kh * xs3)
         r0 = 0
         while r0 < kh:
             r1 = min(r0 + WINDOW_ROWS, kh)
-            if not staged:
-                pg_wrowc(xb + (oh * kh + r0) * xs3, xs3 * size, gb + oh * gs3, fk, direct,
-                         cb + oh * Wo, Wo, r0, r1)
-                r0 = r1
-                continue
-            pg_wrowc(stage, W * size, gb + oh * gs3, fk, 0, cb + oh * Wo, Wo, r0, r1)
+            pg_wrows(stage, 0, W * size, gb + oh * gs3, 0, fk, 0, cb + oh * Wo, Wo, 1, r0, r1,
+                     WINDOW_ROWS)
             if use_sw:
                 pg_sw_append(&sw, stage, (r1 - r0) * W * size)
                 r0 = r1
@@ -1556,29 +1561,24 @@ cdef void _window_item(const store_t* go, store_t* gi, const Scatter* g, acc_t* 
             r0 = r1
         if direct and use_sw:
             pg_sw_end(&sw)
+        oh += 1
     if region and not direct:
         pg_sw_end(&sw)
 
 
 cdef Py_ssize_t _wplane(const idx_t* ind, const Scatter* g, uint8_t* codes, uint8_t* ok,
                         Py_ssize_t p) noexcept nogil:
-    """The index check of one plane with the gather form's codes (pg_wcode_row): ok[p]
-    says whether every index lies in its own window; returns the number of bad indices."""
+    """The index check of one plane with the gather form's codes (pg_wcode_plane): ok[p]
+    says whether every index lies in its own window (and so inside the plane); where one
+    does not, the plane's range check follows.  Returns the number of bad indices."""
     cdef Py_ssize_t c = p % g.C
     cdef Py_ssize_t n = p // g.C
     cdef const idx_t* jb = ind + n * g.js[0] + c * g.js[1]
-    cdef uint8_t* cb = codes + p * g.Ho * g.Wo
-    cdef uint64_t acc = 0
-    cdef uint64_t limit = <uint64_t>(g.H * g.W)
-    cdef Py_ssize_t oh, inside = 0
     cdef int j64 = 1 if idx_t is int64_t else 0
-    for oh in range(g.Ho):
-        inside += pg_wcode_row(cb + oh * g.Wo, jb + oh * g.js[3], j64, g.Wo, oh * g.kh * g.W,
-                               g.W, g.kh, limit, &acc)
-    ok[p] = inside == g.Ho * g.Wo
-    if acc >> 63:
-        return _plane_bad(ind, g, p, limit, NULL)
-    return 0
+    ok[p] = pg_wcode_plane(codes + p * g.Ho * g.Wo, jb, j64, g.Ho, g.Wo, g.js[3], g.W, g.kh)
+    if ok[p]:
+        return 0
+    return _plane_bad(ind, g, p, <uint64_t>(g.H * g.W), NULL)
 
 
 cdef Py_ssize_t _wcheck(const idx_t* ind, const Scatter* g, uint8_t* codes, uint8_t* ok,
@@ -1637,7 +1637,7 @@ cdef Py_ssize_t _plane_bad(const idx_t* ind, const Scatter* g, Py_ssize_t p,
     cdef Py_ssize_t n = p // g.C
     cdef const idx_t* jb = ind + n * g.js[0] + c * g.js[1]
     cdef const idx_t* jp
-    cdef Py_ssize_t oh, ow, l, bad = 0, n_el = g.Ho * g.Wo * g.L
+    cdef Py_ssize_t oh, ow, l, bad = 0, n_el = g.Ho * g.Wo * g.L, rows, per_row
     cdef int any_bad
     if rng != NULL:
         rng = rng + p * g.Ho * 2
@@ -1655,14 +1655,19 @@ cdef Py_ssize_t _plane_bad(const idx_t* ind, const Scatter* g, Py_ssize_t p,
             for oh in range(g.Ho):
                 rng[2 * oh] = 0
                 rng[2 * oh + 1] = <int64_t>limit - 1
-    elif (g.js[3] == g.Wo * g.L and
-            ((g.L == 1 and g.js[4] == 1) or (g.js[5] == 1 and g.js[4] == g.L))):
-        # a contiguous plane: one vectorised pass that only says whether any index is bad
-        # (pg_index.h); the exact count below runs only when one is
-        if idx_t is int64_t:
-            any_bad = pg_any_bad_i64(jb, n_el, limit)
-        else:
-            any_bad = pg_any_bad_i32(jb, n_el, limit)
+    elif (g.L == 1 and g.js[4] == 1) or (g.js[5] == 1 and g.js[4] == g.L):
+        # unit-stride rows: a vectorised pass that only says whether any index is bad
+        # (pg_index.h), over the whole plane where its rows follow each other; the exact
+        # count below runs only when one is
+        rows, per_row = g.Ho, g.Wo * g.L
+        if g.js[3] == per_row:
+            rows, per_row = 1, n_el
+        any_bad = 0
+        for oh in range(rows):
+            if idx_t is int64_t:
+                any_bad |= pg_any_bad_i64(jb + oh * g.js[3], per_row, limit)
+            else:
+                any_bad |= pg_any_bad_i32(jb + oh * g.js[3], per_row, limit)
         if not any_bad:
             return 0
     for oh in range(g.Ho):

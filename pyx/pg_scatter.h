@@ -332,20 +332,19 @@ static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
  * scatter's result there is round(0 + v) (v as it is, except that the add turns -0 into
  * +0 and quiets a NaN) or zero.
  *
- * pg_wcode_row (the index check's pass): the code of each index of an output row,
- * 2*r + c where it is the position (r, c) of its own window, else 0xFF, and the check
- * that every index lies in [0, limit) (*acc's top bit set where one does not: x | (limit
- * - 1 - x), as in pg_index.h).  Returns Wo where every index of the row lies inside its
- * window, else 0.
+ * pg_wcode_plane (the index check's pass): the code of each index of a plane, 2*r + c
+ * where it is the position (r, c) of its own window, else 0xFF.  Returns 1 where every
+ * index lies in its own window, which puts it in [0, H*W) too (an int64 index is tested
+ * on its low 32 bits after its high ones are seen to be zero), else 0: the caller then
+ * checks the plane's range (_kernels.pyx's _plane_bad) and scatters it.
  *
- * pg_wrowc (the write pass, for planes whose indices all lie in their windows): input
- * rows r0 <= r < r1 of an output row's windows from its codes and values (unit stride),
- * written to dst + (r - r0) * ds (bytes), with streaming stores if `stream` (dst and ds
- * multiples of 16).  The sums are formed with the instructions of the scatter's AVX2
+ * pg_wrows (the write pass, for planes whose indices all lie in their windows): input
+ * rows r0 <= r < r1 of the windows of n output rows from their codes and values (unit
+ * stride), written to dst + (r - r0) * ds (bytes, plus rs per output row), with
+ * streaming stores if `stream` (dst and ds multiples of 16).  The sums are formed with the instructions of the scatter's AVX2
  * loops and flush, so the bits are the scatter's.
  */
-/* the codes of eight indices x (their low 32 bits; the range check, on all 64, is the
- * caller's) at distances from their windows' top-left positions cur: kh rows tested (kh2:
+/* the codes of eight indices x (their low 32 bits; the high ones are the caller's) at distances from their windows' top-left positions cur: kh rows tested (kh2:
  * two, unrolled) */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline __m256i pg_wcode8(__m256i x, __m256i cur, ptrdiff_t W, ptrdiff_t kh, int kh2)
@@ -372,62 +371,80 @@ static inline __m256i pg_wcode8(__m256i x, __m256i cur, ptrdiff_t W, ptrdiff_t k
     return c;
 }
 
-/* returns Wo where every index of the row lies in its own window, else 0 */
+/* the low 32 bits of the eight indices at j + o, in order; int64: the high ones or-ed into
+ * *hi (all zero where every index is below 2**32) */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline ptrdiff_t pg_wcode_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
-                                      ptrdiff_t Wo, uint64_t base, ptrdiff_t W, ptrdiff_t kh,
-                                      int kh2, uint64_t lim1, uint64_t *acc)
+static inline __m256i pg_wlow8(const void *j, ptrdiff_t o, int j64, __m256i *hi)
 {
-    const __m256i l1 = _mm256_set1_epi64x((long long)lim1), none = _mm256_set1_epi32(0xFF);
-    const __m256i l1_32 = _mm256_set1_epi32((int)(uint32_t)lim1);
-    const __m256i step = _mm256_set1_epi32(16);
-    const __m256i lows = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);
+    if (!j64)
+        return _mm256_loadu_si256((const __m256i *)((const int32_t *)j + o));
+    const __m256i x0 = _mm256_loadu_si256((const __m256i *)((const int64_t *)j + o));
+    const __m256i x1 = _mm256_loadu_si256((const __m256i *)((const int64_t *)j + o + 4));
+    *hi = _mm256_or_si256(*hi, _mm256_or_si256(x0, x1));
+    /* dwords 0 2 of each 128-bit half of x0, then of x1: indices 0 1 4 5 | 2 3 6 7, which
+     * the 64-bit permute puts in order */
+    const __m256 lo = _mm256_shuffle_ps(_mm256_castsi256_ps(x0), _mm256_castsi256_ps(x1),
+                                        0x88);
+    return _mm256_permute4x64_epi64(_mm256_castps_si256(lo), 0xD8);
+}
+
+/* the codes of a plane's indices (rows js apart, Wo a multiple of 8), 16 a step; returns 1
+ * where all lie in their own windows */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline int pg_wcode_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
+                                ptrdiff_t Ho, ptrdiff_t Wo, ptrdiff_t js, ptrdiff_t W,
+                                ptrdiff_t kh, int kh2)
+{
+    const __m256i none = _mm256_set1_epi32(0xFF);
+    const __m256i step8 = _mm256_set1_epi32(16);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5);
+    const ptrdiff_t isz = j64 ? 8 : 4;
+    __m256i hi = _mm256_setzero_si256(), top = _mm256_setzero_si256();
     /* positions below H*W <= 2**31 - 1: their distances fit 32 bits */
-    __m256i cur = _mm256_add_epi32(_mm256_set1_epi32((int)(uint32_t)base),
-                                   _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
-    __m256i bad = _mm256_setzero_si256(), top = _mm256_setzero_si256();
-    ptrdiff_t o = 0;
-    for (; o + 8 <= Wo; o += 8) {
-        __m256i x;
-        if (j64) {
-            const __m256i x0 = _mm256_loadu_si256((const __m256i *)((const int64_t *)j + o));
-            const __m256i x1 = _mm256_loadu_si256((const __m256i *)((const int64_t *)j + o + 4));
-            bad = _mm256_or_si256(bad, _mm256_or_si256(
-                _mm256_or_si256(x0, _mm256_sub_epi64(l1, x0)),
-                _mm256_or_si256(x1, _mm256_sub_epi64(l1, x1))));
-            /* the low halves, in order (an index whose high half is not zero is bad) */
-            x = _mm256_blend_epi32(_mm256_permutevar8x32_epi32(x0, lows),
-                                   _mm256_permutevar8x32_epi32(x1, lows), 0xF0);
-        } else {
-            /* int32: the same test in 32-bit lanes (limit - 1 < 2**31), sign bits 31 */
-            x = _mm256_loadu_si256((const __m256i *)((const int32_t *)j + o));
-            bad = _mm256_or_si256(bad, _mm256_or_si256(x, _mm256_sub_epi32(l1_32, x)));
+    const __m256i lanes = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    for (ptrdiff_t oh = 0; oh < Ho; oh++, code += Wo) {
+        const char *jr = (const char *)j + oh * js * isz;
+        __m256i cur = _mm256_add_epi32(_mm256_set1_epi32((int)(oh * kh * W)), lanes);
+        ptrdiff_t o = 0;
+        for (; o + 16 <= Wo; o += 16) {
+            const __m256i c0 = pg_wcode8(pg_wlow8(jr, o, j64, &hi), cur, W, kh, kh2);
+            cur = _mm256_add_epi32(cur, step8);
+            const __m256i c1 = pg_wcode8(pg_wlow8(jr, o + 8, j64, &hi), cur, W, kh, kh2);
+            cur = _mm256_add_epi32(cur, step8);
+            top = _mm256_max_epu32(top, _mm256_max_epu32(c0, c1));
+            /* bytes: dwords 0 1 of the first 128 bits hold codes 0-3 and 8-11, of the
+             * second 4-7 and 12-15 */
+            const __m256i w = _mm256_packus_epi32(c0, c1);
+            const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w, w), order);
+            _mm_storeu_si128((__m128i *)(code + o), _mm256_castsi256_si128(b));
         }
-        const __m256i c = pg_wcode8(x, cur, W, kh, kh2);
-        cur = _mm256_add_epi32(cur, step);
-        top = _mm256_max_epu32(top, c);    /* 0xFF where some index is outside its window */
-        const __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(c),
-                                           _mm256_extracti128_si256(c, 1));
-        _mm_storel_epi64((__m128i *)(code + o), _mm_packus_epi16(h, h));
+        if (o < Wo) {   /* Wo = 16 k + 8 */
+            const __m256i c = pg_wcode8(pg_wlow8(jr, o, j64, &hi), cur, W, kh, kh2);
+            top = _mm256_max_epu32(top, c);
+            const __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(c),
+                                               _mm256_extracti128_si256(c, 1));
+            _mm_storel_epi64((__m128i *)(code + o), _mm_packus_epi16(h, h));
+        }
     }
-    uint64_t b[4];
-    _mm256_storeu_si256((__m256i *)b, bad);
-    const uint64_t any = b[0] | b[1] | b[2] | b[3];
-    *acc |= j64 ? any : ((any & 0x8000000080000000ull) ? 0x8000000000000000ull : 0);
-    return _mm256_movemask_epi8(_mm256_cmpeq_epi32(top, none)) ? 0 : o;
+    if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(top, none)))
+        return 0;   /* some index outside its own window */
+    if (j64 && _mm256_movemask_epi8(_mm256_cmpeq_epi32(
+                   _mm256_and_si256(hi, _mm256_set1_epi64x((long long)0xFFFFFFFF00000000ull)),
+                   _mm256_setzero_si256())) != -1)
+        return 0;   /* some index at or past 2**32, or negative */
+    return 1;
 }
 
 __attribute__((target("avx2,f16c")))
-static ptrdiff_t pg_wcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t Wo,
-                              uint64_t base, ptrdiff_t W, ptrdiff_t kh, uint64_t limit,
-                              uint64_t *acc)
+static int pg_wcode_plane(uint8_t *code, const void *j, int j64, ptrdiff_t Ho, ptrdiff_t Wo,
+                          ptrdiff_t js, ptrdiff_t W, ptrdiff_t kh)
 {
     if (kh == 2) {
-        if (j64) return pg_wcode_body(code, j, 1, Wo, base, W, 2, 1, limit - 1, acc);
-        return pg_wcode_body(code, j, 0, Wo, base, W, 2, 1, limit - 1, acc);
+        if (j64) return pg_wcode_body(code, j, 1, Ho, Wo, js, W, 2, 1);
+        return pg_wcode_body(code, j, 0, Ho, Wo, js, W, 2, 1);
     }
-    if (j64) return pg_wcode_body(code, j, 1, Wo, base, W, kh, 0, limit - 1, acc);
-    return pg_wcode_body(code, j, 0, Wo, base, W, kh, 0, limit - 1, acc);
+    if (j64) return pg_wcode_body(code, j, 1, Ho, Wo, js, W, kh, 0);
+    return pg_wcode_body(code, j, 0, Ho, Wo, js, W, kh, 0);
 }
 
 /* 32 bytes at a 16-byte boundary, streamed */
@@ -521,24 +538,41 @@ static inline void pg_wrowc_body(char *PG_RESTRICT dst, ptrdiff_t ds, const void
     }
 }
 
+/* rows r0 <= r < r1 of n output rows' windows, `chunk` input rows at a time (few enough
+ * lines written at once for the streaming stores' buffers): output row t's row r at
+ * dst + t * rs + (r - r0) * ds (bytes), from its values at g + t * gs (bytes) and its
+ * codes at code + t * Wo */
 __attribute__((target("avx2,f16c")))
-static void pg_wrowc(void *dst, ptrdiff_t ds, const void *g, int kind, int stream,
-                     const uint8_t *code, ptrdiff_t Wo, ptrdiff_t r0, ptrdiff_t r1)
+static void pg_wrows(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g, ptrdiff_t gs,
+                     int kind, int stream, const uint8_t *code, ptrdiff_t Wo, ptrdiff_t n,
+                     ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t chunk)
 {
+#define PG_WR(k, s)                                                                         \
+    for (ptrdiff_t t = 0; t < n; t++)                                                       \
+        for (ptrdiff_t a = r0; a < r1; a += chunk)                                          \
+            pg_wrowc_body((char *)dst + t * rs + (a - r0) * ds, ds, (const char *)g + t * gs,\
+                          k, s, code + t * Wo, Wo, a, a + chunk < r1 ? a + chunk : r1)
+#define PG_WR2(k, s)                                                                        \
+    for (ptrdiff_t t = 0; t < n; t++)                                                       \
+        pg_wrowc_body((char *)dst + t * rs, ds, (const char *)g + t * gs, k, s,             \
+                      code + t * Wo, Wo, 0, 2)
+#define PG_WR_KIND(M, s) do {                                                               \
+        if (kind == 0) M(0, s);                                                             \
+        else if (kind == 1) M(1, s);                                                        \
+        else M(2, s);                                                                       \
+    } while (0)
     /* the kind, the store and (for windows two high, the 112 -> 56 case: the row loop
      * unrolled) the rows as constants */
-#define PG_WC(k, s, a, b) pg_wrowc_body((char *)dst, ds, g, k, s, code, Wo, a, b)
-#define PG_WC_KIND(s, a, b) (kind == 0 ? PG_WC(0, s, a, b)                                  \
-                             : kind == 1 ? PG_WC(1, s, a, b) : PG_WC(2, s, a, b))
-    if (r0 == 0 && r1 == 2) {
-        if (stream) PG_WC_KIND(1, 0, 2);
-        else PG_WC_KIND(0, 0, 2);
+    if (r0 == 0 && r1 == 2 && chunk >= 2) {
+        if (stream) PG_WR_KIND(PG_WR2, 1);
+        else PG_WR_KIND(PG_WR2, 0);
     } else {
-        if (stream) PG_WC_KIND(1, r0, r1);
-        else PG_WC_KIND(0, r0, r1);
+        if (stream) PG_WR_KIND(PG_WR, 1);
+        else PG_WR_KIND(PG_WR, 0);
     }
-#undef PG_WC_KIND
-#undef PG_WC
+#undef PG_WR_KIND
+#undef PG_WR2
+#undef PG_WR
 }
 
 #else
@@ -562,20 +596,19 @@ static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int str
     (void)buf; (void)dst; (void)n; (void)kind; (void)stream; (void)map; (void)mshift;
 }
 
-static ptrdiff_t pg_wcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t Wo,
-                              uint64_t base, ptrdiff_t W, ptrdiff_t kh, uint64_t limit,
-                              uint64_t *acc)
+static int pg_wcode_plane(uint8_t *code, const void *j, int j64, ptrdiff_t Ho, ptrdiff_t Wo,
+                          ptrdiff_t js, ptrdiff_t W, ptrdiff_t kh)
 {
-    (void)code; (void)j; (void)j64; (void)Wo; (void)base; (void)W; (void)kh; (void)limit;
-    (void)acc;
-    return -1;
+    (void)code; (void)j; (void)j64; (void)Ho; (void)Wo; (void)js; (void)W; (void)kh;
+    return 0;
 }
 
-static void pg_wrowc(void *dst, ptrdiff_t ds, const void *g, int kind, int stream,
-                     const uint8_t *code, ptrdiff_t Wo, ptrdiff_t r0, ptrdiff_t r1)
+static void pg_wrows(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g, ptrdiff_t gs,
+                     int kind, int stream, const uint8_t *code, ptrdiff_t Wo, ptrdiff_t n,
+                     ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t chunk)
 {
-    (void)dst; (void)ds; (void)g; (void)kind; (void)stream; (void)code; (void)Wo; (void)r0;
-    (void)r1;
+    (void)dst; (void)rs; (void)ds; (void)g; (void)gs; (void)kind; (void)stream; (void)code;
+    (void)Wo; (void)n; (void)r0; (void)r1; (void)chunk;
 }
 #endif
 

@@ -836,6 +836,15 @@ WINDOW_CASES = [  # (x shape, output size): W = 2 * Wo, Wo a multiple of 8, H = 
 ]
 
 
+def _padded_rows(a):
+    """a's values in rows 8 elements apart from the next (unit stride along the row)."""
+    padded = np.full(a.shape[:-1] + (a.shape[-1] + 8,), -5, a.dtype)
+    padded[..., 3:-5] = a
+    out = padded[..., 3:-5]
+    assert out.strides[-2] != a.shape[-1] * a.itemsize and out.strides[-1] == a.itemsize
+    return out
+
+
 def _window_indices(x_shape, out, rng, mode):
     """Argmax-like indices: each in its own window ('window'), or one per plane elsewhere
     in the plane ('stray')."""
@@ -861,7 +870,7 @@ def no_window(monkeypatch):
 @pytest.mark.parametrize("mode", [None, "stream_regions", "stream_everything"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_max_pool_gather_form_gives_the_scatters_bits(dtype, mode, request):
-    """The gather form (pg_scatter.h: pg_wcode_row, pg_wrowc) against the scatter: special
+    """The gather form (pg_scatter.h: pg_wcode_plane, pg_wrows) against the scatter: special
     values (-0.0 becomes +0.0, NaN), int32 and int64 indices, planes with a stray index
     (those take the scatter), grad_input at offsets from a cache line, strided and
     negative-stride grad_input, streamed or not (streaming straight from the registers
@@ -877,6 +886,8 @@ def test_max_pool_gather_form_gives_the_scatters_bits(dtype, mode, request):
             for idx_dtype in (np.int64, np.int32):
                 for layout in ("c0", "c8", "gap", "flip"):
                     cases.append((x_shape, go, idx.astype(idx_dtype), layout))
+                # index rows apart in memory (the check's pass with a row stride)
+                cases.append((x_shape, go, _padded_rows(idx.astype(idx_dtype)), "c0"))
 
     def runs():
         outs = []
@@ -913,6 +924,23 @@ def test_max_pool_gather_form_plan_and_workspace():
     assert op.workspace_size >= op._kernel.shared_bytes + op._kernel.scratch_bytes
     op.execute(np.empty(op.workspace_size, np.uint8))
     np.testing.assert_array_equal(gi, ref_adaptive_max_pool2d_backward(go, x_shape, idx))
+    # the check's pass: each index's code, 2 * row + column in its own 2-wide window, at
+    # the workspace's 64-byte aligned start, then a byte per plane saying that all its
+    # indices lie in their windows (the planes written as the gather); index rows apart in
+    # memory too, and one plane with a stray index
+    rows = (np.arange(8) * 2)[:, None]
+    want = 2 * (idx // 32 - rows) + idx % 32 - np.arange(16) * 2
+    stray = idx.copy()
+    stray[0, 1, 3, 4] = 0
+    for j, planes in ((idx, np.ones(6)), (_padded_rows(idx), np.ones(6)),
+                      (stray, np.arange(6) != 1)):
+        ws = np.zeros(op.workspace_size, np.uint8)
+        pg.AdaptiveMaxPool2dBackward(go, x_shape, j, gi).execute(ws)
+        at = (-ws.ctypes.data) % 64
+        codes, ok = ws[at:at + idx.size], ws[at + idx.size:at + idx.size + 6]
+        np.testing.assert_array_equal(ok, planes)
+        np.testing.assert_array_equal(codes.reshape(6, -1)[planes.astype(bool)],
+                                      want.reshape(6, -1)[planes.astype(bool)])
     for shape, o in [((2, 3, 16, 30), (8, 15)), ((2, 3, 16, 32), (8, 8)),
                      ((2, 3, 15, 32), (2, 16)), ((2, 2, 256, 16), (2, 8))]:
         j = np.zeros((shape[0], shape[1]) + o, np.int64)
@@ -924,13 +952,16 @@ def test_max_pool_gather_form_plan_and_workspace():
     # high half of an index that, cut to 32 bits, would lie in its own window
     for bad_value in (-1, 16 * 32, own + 2**32, own - 2**32, own + 2**31,
                       own + 2**63 - 2**32):
-        bad = idx.copy()
-        bad[1, 2, 7, 15] = bad_value
-        dst = np.full(x_shape, 5.0, np.float32)
-        with pytest.raises(pg.ParamInvalidError) as e:
-            pg.AdaptiveMaxPool2dBackward(go, x_shape, bad, dst).execute()
-        assert e.value.code == 161002
-        assert np.all(dst == 5.0)
+        for padded in (False, True):   # contiguous index rows, or rows apart in memory
+            bad = idx.copy()
+            bad[1, 2, 7, 15] = bad_value
+            if padded:
+                bad = _padded_rows(bad)
+            dst = np.full(x_shape, 5.0, np.float32)
+            with pytest.raises(pg.ParamInvalidError) as e:
+                pg.AdaptiveMaxPool2dBackward(go, x_shape, bad, dst).execute()
+            assert e.value.code == 161002
+            assert np.all(dst == 5.0)
 
 
 def _as(a, layout):
