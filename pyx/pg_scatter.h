@@ -341,11 +341,12 @@ static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
  * pg_wrows (the write pass, for planes whose indices all lie in their windows): input
  * rows r0 <= r < r1 of the windows of n output rows from their codes and values (unit
  * stride), written to dst + (r - r0) * ds (bytes, plus rs per output row), with
- * streaming stores if `stream` (dst and ds multiples of 16).  The sums are formed with the instructions of the scatter's AVX2
- * loops and flush, so the bits are the scatter's.
+ * streaming stores if `stream` (dst and ds multiples of 16).  The sums are formed with
+ * the instructions of the scatter's AVX2 loops and flush, so the bits are the scatter's.
  */
-/* the codes of eight indices x (their low 32 bits; the high ones are the caller's) at distances from their windows' top-left positions cur: kh rows tested (kh2:
- * two, unrolled) */
+/* the codes of eight indices x (their low 32 bits; the high ones are the caller's) at
+ * distances from their windows' top-left positions cur: kh rows tested (kh2: two,
+ * unrolled) */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline __m256i pg_wcode8(__m256i x, __m256i cur, ptrdiff_t W, ptrdiff_t kh, int kh2)
 {
