@@ -71,8 +71,11 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     tables, taps, runs, poly, weights, bd, bh, rows, terms, scale_w = _plan.gather_geometry(
         spec, gi6.shape, np.dtype(_acc_dtype(go.dtype)), _threads.CPU_COUNT, folded)
     n, c, d, h, w, lanes = gi6.shape
+    # the kernel's scratch per thread (AvgGatherKernel.scratch_elems), with the float32
+    # region's stage (at most 2 * w + 600 elements) counted whether or not it is used
     scratch = (8 if go.dtype == np.float64 else 4) * (
-        3 * terms + (go6.shape[4] + 2 + 2 * w + rows * w + (h * w if tstore else 0)) * lanes)
+        3 * terms + (go6.shape[4] + 2 + 2 * w + rows * w + (h * w if tstore else 0)) * lanes
+        + 2 * w + 600)
     v.memory_fits(scratch * _threads.CPU_COUNT, "grad_output", "scratch rows")
     return _kernels.AvgGatherKernel(go6, gi6, _plan.KINDS[go.dtype], rnd, tables, taps,
                                     runs, poly, weights, bd, bh, rows, terms, scale_w,

@@ -253,3 +253,52 @@ def test_kernel_index_arithmetic_is_64_bit():
                 max(0, m.start() - 60):m.start()]):
             bad.append(line)
     assert not bad, "32-bit or platform-sized integers in the kernels: " + "; ".join(bad)
+
+
+def test_gather_scratch_estimate_covers_the_kernel(monkeypatch):
+    """The average-pool gradient refuses, before building its kernel, per-thread scratch
+    that could never fit in memory; its estimate must not be below what the kernel then
+    asks for (AvgGatherKernel.scratch_bytes), on every path: float32 rows and regions
+    (with their stage), 16-bit, float64, channels-last lanes, small planes stored whole."""
+    from pool_grad import _plan, _threads, _validate
+
+    seen = []
+    real = _validate.memory_fits
+
+    def record(nbytes, name, what):
+        if what == "scratch rows":
+            seen.append(nbytes)
+        return real(nbytes, name, what)
+
+    monkeypatch.setattr(_validate, "memory_fits", record)
+    rng = np.random.default_rng(3)
+    for region in (False, True):
+        if region:   # streamed regions on every output (their stage counts)
+            monkeypatch.setattr(_plan, "STREAM_BYTES", -1)
+            monkeypatch.setattr(_plan, "STREAM_ROW_BYTES", 1 << 62)
+            monkeypatch.setattr(_plan, "REGION_ROW_BYTES", 0)
+            _plan.gather_geometry.cache_clear()
+        for shape, k, s, p in [((2, 3, 40, 300), 3, 2, 1), ((1, 2, 9, 2000), 5, 1, 2),
+                               ((2, 16, 6, 6), 3, 3, 0), ((1, 1, 7, 7), 7, 7, 0)]:
+            for dt in (np.float32, np.float64, np.float16):
+                for channels_last in (False, True):
+                    x = np.zeros(shape, dt)
+                    y = pg.avg_pool2d(x.astype(np.float32), k, s, p).astype(dt)
+                    go = rng.standard_normal(y.shape).astype(dt)
+                    gi = np.empty(shape, dt)
+                    if channels_last:
+                        go = np.ascontiguousarray(go.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+                        gi = np.empty((shape[0], shape[2], shape[3], shape[1]),
+                                      dt).transpose(0, 3, 1, 2)
+                    seen.clear()
+                    op = pg.AvgPool2dBackward(go, x, k, s, p, False, True, 0, 0, gi)
+                    assert len(seen) == 1
+                    assert seen[0] // _threads.CPU_COUNT >= op._kernel.scratch_bytes, (
+                        shape, dt, channels_last, region, op._kernel.c_item)
+        for shape, out in [((2, 3, 5, 30, 300), (2, 7, 9)), ((1, 4, 4, 4, 4), (1, 1, 1))]:
+            go = rng.standard_normal(shape[:2] + out).astype(np.float32)
+            seen.clear()
+            op = pg.AdaptiveAvgPool3dBackward(go, np.zeros(shape, np.float32),
+                                              np.empty(shape, np.float32))
+            assert len(seen) == 1 and seen[0] // _threads.CPU_COUNT >= op._kernel.scratch_bytes
+    _plan.gather_geometry.cache_clear()
