@@ -430,6 +430,8 @@ def test_fuzz_avg_pool2d_backward(cfg, data):
                 else go[0]
             bad()
         elif m == "go_spatial":
+            if set(mutations) & PARAM_MUTATIONS:   # new parameters (a stride of None: the
+                continue                           # kernel's) may give go's new shape
             ax = draw(st.sampled_from([-1, -2]))
             shp = list(go.shape); shp[ax] += draw(st.sampled_from([-1, 1, 5]))
             assume(shp[ax] >= 0)
