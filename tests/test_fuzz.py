@@ -296,6 +296,12 @@ def _order(mutations):
                   else len(_FIRST) + (m == "gi_readonly") + 2 * (m in _LAST))
 
 
+def _replaces_bad_gi(m, mutations):
+    """True when mutation m, which gives grad_input new (aliased) memory, would replace the
+    grad_input that another gi_ mutation made invalid (gi_readonly runs after it)."""
+    return any(g.startswith("gi_") and g not in (m, "gi_readonly") for g in mutations)
+
+
 # ----------------------------------------------------------------------------- AvgPool2d
 
 @st.composite
@@ -453,8 +459,8 @@ def test_fuzz_avg_pool2d_backward(cfg, data):
         elif m == "gi_alias_go":
             if go.dtype != dtype:   # go_dtype_*: already invalid, and kept so
                 continue
-            if any(g.startswith("gi_") and g not in (m, "gi_readonly") for g in mutations):
-                continue   # it would replace the grad_input another mutation made invalid
+            if _replaces_bad_gi(m, mutations):
+                continue
             assume(go.size and np.prod(xs))
             buf = np.zeros(max(go.size, int(np.prod(xs))) + 1, dtype)
             gi = buf[:int(np.prod(xs))].reshape(xs)
@@ -654,6 +660,8 @@ def test_fuzz_adaptive_avg_pool3d_backward(data):
         elif m == "gi_alias_go":
             if go.dtype != dtype:   # go_dtype_*: already invalid, and kept so
                 continue
+            if _replaces_bad_gi(m, mutations):
+                continue
             buf = np.zeros(max(go.size, int(np.prod(xs))) + 1, dtype)
             gi = buf[:int(np.prod(xs))].reshape(xs)
             g2 = buf[1:1 + go.size].reshape(go.shape)
@@ -816,6 +824,8 @@ def test_fuzz_adaptive_max_pool2d_backward(data):
         elif m == "gi_alias_go":
             if go.dtype != dtype:   # go_dtype_*: already invalid, and kept so
                 continue
+            if _replaces_bad_gi(m, mutations):
+                continue
             buf = np.zeros(max(go.size, int(np.prod(xs))) + 1, dtype)
             gi = buf[:int(np.prod(xs))].reshape(xs)
             g2 = buf[1:1 + go.size].reshape(go.shape)
@@ -826,6 +836,8 @@ def test_fuzz_adaptive_max_pool2d_backward(data):
         elif m == "gi_alias_idx":
             if np.asarray(ind).dtype not in (np.int32, np.int64):
                 continue   # idx_dtype: already invalid, and kept so
+            if _replaces_bad_gi(m, mutations):
+                continue
             if np.dtype(idt).itemsize != dtype.itemsize:
                 idt = {2: np.int32, 4: np.int32, 8: np.int64}[dtype.itemsize]
                 if dtype.itemsize == 2:
