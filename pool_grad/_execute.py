@@ -23,14 +23,32 @@ class Operator:
 
     @property
     def workspace_size(self):
-        """Bytes of workspace ``execute`` needs (for the thread count at planning; with
-        more threads, execute uses as many as this workspace holds scratch for)."""
+        """Bytes of workspace `execute` needs, for the thread count at planning (0 when
+        the call needs none).  Asked for more threads, execute uses as many as the given
+        workspace holds scratch for."""
         return self._workspace_size
 
     def execute(self, workspace=None, stream=None, n_threads=None):
-        """Fill grad_input.  ``workspace``: None (allocated here) or a writeable buffer of
-        at least workspace_size bytes; ``stream``: None (run now) or a Stream (queued, in
-        order); ``n_threads``: None (library default) or a positive int."""
+        """Fill grad_input; it may run again after the arrays' contents change.
+
+        Parameters
+        ----------
+        workspace : writeable buffer, optional
+            At least `workspace_size` bytes (a uint8 ndarray, a bytearray, ...); with one,
+            execute allocates nothing.  None allocates it here.
+        stream : Stream, optional
+            None runs the call now; a `Stream` queues it and returns at once (its
+            ``synchronize()`` waits and re-raises the first error).
+        n_threads : int, optional
+            The most OpenMP threads to use; None takes the library default.  The result
+            is bitwise the same for every thread count.
+
+        Raises
+        ------
+        ParamInvalidError
+            A workspace too small or not a writeable contiguous buffer, a bad n_threads or
+            stream, or (max pool) an index outside its plane.
+        """
         # budget 0: the default, which the kernel computes (no Python call for it); a
         # plain int in range taken as it is (no call either)
         if n_threads is None:

@@ -21,9 +21,14 @@ def _work(jobs, errors, lock):
 
 
 class Stream:
-    """Work submitted with ``op.execute(stream=s)`` runs on this stream's worker thread in
+    """An in-order queue of executes, like aclnn's stream.
+
+    Work submitted with ``op.execute(stream=s)`` runs on this stream's worker thread in
     submission order; ``synchronize()`` waits for all of it and re-raises the first error
-    (once).  A failing job does not stop later ones."""
+    (once).  A failing job does not stop later ones.  The worker starts with the first
+    job and stops when the Stream is garbage-collected.  See `AdaptiveAvgPool3dBackward`
+    for an example.
+    """
 
     def __init__(self):
         self._jobs = queue.Queue()

@@ -29,15 +29,37 @@ _kernels._set_thread_defaults(0, CPU_COUNT)
 
 
 def set_num_threads(n):
-    """Set the default number of threads of every pool_grad call (None: back to the
-    OpenMP runtime's default, i.e. OMP_NUM_THREADS or all cores)."""
+    """Set the default number of threads of every pool_grad call.
+
+    Parameters
+    ----------
+    n : int or None
+        A positive thread count (at most 1024 are ever started), or None to go back to the
+        OpenMP runtime's default (``OMP_NUM_THREADS``, else all cores).  A call's own
+        ``n_threads`` overrides it; small calls use fewer threads either way.
+
+    Raises
+    ------
+    ParamInvalidError
+        n is not None or a positive integer (161002).
+
+    Examples
+    --------
+    >>> import pool_grad as pg
+    >>> pg.set_num_threads(1)
+    >>> pg.get_num_threads()
+    1
+    >>> pg.set_num_threads(None)
+    """
     global _user_threads
     _user_threads = None if n is None else min(_check_positive(n, "n_threads"), MAX_THREADS)
     _kernels._set_thread_defaults(_user_threads or 0, CPU_COUNT)   # the kernels' copy
 
 
 def get_num_threads():
-    """The number of threads a large call uses when n_threads is None."""
+    """The number of threads a large call uses when its n_threads is None: the value of
+    `set_num_threads`, else the OpenMP runtime's (``OMP_NUM_THREADS``, threadpoolctl's
+    limits) capped at the CPUs this process may use."""
     if _user_threads is not None:
         return _user_threads
     # omp_get_max_threads follows OMP_NUM_THREADS and threadpoolctl's limits at call time

@@ -47,7 +47,29 @@ def _run(kernel, x, out_shape, n_spatial, tables, extra):
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True, divisor_override=0):
-    """2-D average pooling of a (C, H, W) or (N, C, H, W) array."""
+    """2-D average pooling of a (C, H, W) or (N, C, H, W) array (PyTorch's avg_pool2d).
+
+    Parameters
+    ----------
+    x : array_like
+        float32, float64, float16 or ``ml_dtypes.bfloat16``, any strides.
+    kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+        As in `avg_pool2d_backward`, with the same rules.
+
+    Returns
+    -------
+    ndarray
+        x's dtype, shape ``x.shape[:-2] + (H_out, W_out)``, C-contiguous.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    >>> print(pg.avg_pool2d(x, 2)[0, 0])
+    [[ 2.5  4.5]
+     [10.5 12.5]]
+    """
     x = _input(x, (3, 4), no_zero=False)
     k, s, p, ceil_mode, count_include_pad, override = v.avg_params(
         kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
@@ -64,7 +86,29 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
 
 
 def adaptive_avg_pool3d(x, output_size):
-    """3-D adaptive average pooling of a (C, D, H, W) or (N, C, D, H, W) array."""
+    """3-D adaptive average pooling of a (C, D, H, W) or (N, C, D, H, W) array
+    (PyTorch's adaptive_avg_pool3d).
+
+    Parameters
+    ----------
+    x : array_like
+        float32, float64, float16 or ``ml_dtypes.bfloat16``, any strides, no dimension 0.
+    output_size : int or sequence of 3 ints or None
+        (D_out, H_out, W_out), each >= 1; an int for all three; None keeps that axis.
+
+    Returns
+    -------
+    ndarray
+        x's dtype, shape ``x.shape[:-3] + output_size``, C-contiguous.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> x = np.arange(8, dtype=np.float32).reshape(1, 2, 2, 2)
+    >>> print(pg.adaptive_avg_pool3d(x, (1, 1, 2))[0, 0, 0])
+    [3. 4.]
+    """
     x = _input(x, (4, 5), no_zero=True)
     outs = _sizes(output_size, x.shape[-3:])
     wins = [_plan.adaptive_windows(n, o) for n, o in zip(x.shape[-3:], outs)]
@@ -76,8 +120,39 @@ def adaptive_avg_pool3d(x, output_size):
 
 
 def adaptive_max_pool2d(x, output_size, return_indices=False):
-    """2-D adaptive max pooling; with ``return_indices`` also the int64 flat positions
-    h*W + w of the maxima, as AdaptiveMaxPool2dBackward takes them."""
+    """2-D adaptive max pooling of a (C, H, W) or (N, C, H, W) array (PyTorch's
+    adaptive_max_pool2d).
+
+    Parameters
+    ----------
+    x : array_like
+        float32, float64, float16 or ``ml_dtypes.bfloat16``, any strides, H and W >= 1.
+    output_size : int or sequence of 2 ints or None
+        (H_out, W_out), each >= 1; an int for both; None keeps that axis.
+    return_indices : bool, default False
+        Also return the int64 flat positions ``h*W + w`` of the maxima in their planes,
+        as `adaptive_max_pool2d_backward` takes them.  A NaN counts as the maximum;
+        ties go to the first in row-major order.
+
+    Returns
+    -------
+    y : ndarray
+        x's dtype, shape ``x.shape[:-2] + output_size``, C-contiguous.
+    indices : ndarray of int64
+        y's shape; only with ``return_indices``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    >>> y, idx = pg.adaptive_max_pool2d(x, 2, return_indices=True)
+    >>> print(y[0, 0]); print(idx[0, 0])
+    [[ 5.  7.]
+     [13. 15.]]
+    [[ 5  7]
+     [13 15]]
+    """
     x = _input(x, (3, 4), no_zero=False)
     if 0 in x.shape[-2:]:
         raise invalid("x", "must have non-zero H and W", x.shape)

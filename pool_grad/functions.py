@@ -106,7 +106,101 @@ def avg_pool2d_backward(grad_output, x, kernel_size, stride=None, padding=0, *,
                         cube_math_type=0, out=None, n_threads=None):
     """Gradient of 2-D average pooling with respect to its input (aclnnAvgPool2dBackward).
 
-    ``x`` is the forward input or its shape; ``out`` (optional) receives the result."""
+    Parameters
+    ----------
+    grad_output : array_like, shape (N, C, H_out, W_out) or (C, H_out, W_out)
+        Gradient of the pooled output: float32, float64, float16 or ``ml_dtypes.bfloat16``,
+        any strides (read in place, not copied).  (H_out, W_out) must be the forward's
+        output size for these parameters.
+    x : ndarray or tuple of int
+        The forward input ("self" in aclnn), or its shape, (N, C, H, W) or (C, H, W).
+        Only its shape and dtype are used; an array's dtype must be grad_output's.
+    kernel_size : int or sequence of 1 or 2 ints
+        The window (kH, kW), each > 0.
+    stride : int, sequence of 0, 1 or 2 ints, or None, default None
+        The windows' step (sH, sW), each > 0.  None or ``()``: the kernel size.
+    padding : int or sequence of 1 or 2 ints, default 0
+        Implicit zeros on both sides (pH, pW), each >= 0 and at most half the kernel on
+        its axis.
+    ceil_mode : bool, default False
+        Round the output size up instead of down (the last window still has to start
+        inside the input or its left padding).
+    count_include_pad : bool, default True
+        Count padded positions in a window's divisor.
+    divisor_override : int or None, default 0
+        Any nonzero integer (negative ones too) divides every window instead; 0 or None
+        means not set.
+    cube_math_type : {0, 1, 2, 3}, default 0
+        ``KEEP_DTYPE``, ``ALLOW_FP32_DOWN_PRECISION``, ``USE_FP16`` or ``USE_HF32``.  On
+        float32 data, 1 and 3 round each grad_output value to HF32 (11 mantissa bits) and
+        2 to float16 before the arithmetic; 0, and any value on other dtypes, changes
+        nothing.  USE_FP16 refuses bfloat16 and USE_HF32 anything but float32 (161002).
+    out : ndarray, optional
+        Receives the result: x's shape, grad_output's dtype, writeable, any strides, and
+        not overlapping grad_output.  Every element is written.
+    n_threads : int, optional
+        The most OpenMP threads to use; None takes the library default
+        (`set_num_threads`, else ``OMP_NUM_THREADS``, else all cores).  Small calls use
+        fewer.  The result is bitwise the same for every thread count.
+
+    Returns
+    -------
+    grad_input : ndarray
+        x's shape, grad_output's dtype: ``out`` when given, else a new C-contiguous array.
+
+    Raises
+    ------
+    ParamNullptrError
+        A ``TypeError`` with code 161001: grad_output, x, kernel_size or padding is None.
+    ParamInvalidError
+        A ``ValueError`` with code 161002 for any broken rule (dtypes, ranks, shapes,
+        parameter ranges, cube_math_type, an ``out`` that is read-only or overlaps
+        grad_output).  The message names the argument, the rule and the value.
+
+    See Also
+    --------
+    AvgPool2dBackward : the same call validated and planned once, executed many times.
+    avg_pool2d : the forward pass.
+
+    Notes
+    -----
+    The output size on each axis is ``(in + 2*p - k + (s - 1 if ceil_mode else 0)) // s
+    + 1``.  Each grad_output value is divided by its window's divisor (the override, else
+    the window's size before clipping to the input if count_include_pad, else after) and
+    added to every input position of the window.  float16 and bfloat16 accumulate in
+    float32 and round once, when stored.
+
+    Examples
+    --------
+    The operator page's example: a 4x4 window over a 4x4 input spreads each gradient over
+    16 positions.
+
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> go = np.ones((1, 16, 1, 1), np.float32)
+    >>> gi = pg.avg_pool2d_backward(go, (1, 16, 4, 4), kernel_size=4, stride=1)
+    >>> gi.shape, gi.dtype
+    ((1, 16, 4, 4), dtype('float32'))
+    >>> print(gi[0, 0])
+    [[0.0625 0.0625 0.0625 0.0625]
+     [0.0625 0.0625 0.0625 0.0625]
+     [0.0625 0.0625 0.0625 0.0625]
+     [0.0625 0.0625 0.0625 0.0625]]
+
+    Into an existing array, here a channels-last one, which is written in place:
+
+    >>> out = np.empty((1, 4, 4, 16), np.float32).transpose(0, 3, 1, 2)
+    >>> pg.avg_pool2d_backward(go, (1, 16, 4, 4), 4, out=out) is out
+    True
+
+    A broken rule raises with aclnn's code:
+
+    >>> try:  # doctest: +ELLIPSIS
+    ...     pg.avg_pool2d_backward(go, (1, 16, 4, 4), kernel_size=4, padding=3)
+    ... except pg.ParamInvalidError as e:
+    ...     print(e)
+    ACLNN_ERR_PARAM_INVALID (161002): padding must be at most half the kernel (pH <= ...
+    """
     try:
         key = ("avg2d", _array_key(grad_output), _x_key(x), _out_key(out),
                _exact(kernel_size), _exact(stride), _exact(padding), _flag(ceil_mode),
@@ -121,7 +215,62 @@ def avg_pool2d_backward(grad_output, x, kernel_size, stride=None, padding=0, *,
 
 
 def adaptive_avg_pool3d_backward(grad_output, x, *, out=None, n_threads=None):
-    """Gradient of 3-D adaptive average pooling (aclnnAdaptiveAvgPool3dBackward)."""
+    """Gradient of 3-D adaptive average pooling (aclnnAdaptiveAvgPool3dBackward).
+
+    Parameters
+    ----------
+    grad_output : array_like, shape (N, C, D_out, H_out, W_out) or (C, D_out, H_out, W_out)
+        Gradient of the pooled output: float32, float64, float16 or ``ml_dtypes.bfloat16``,
+        any strides.  The output size is free (each >= 1); no dimension may be 0.
+    x : ndarray or tuple of int
+        The forward input ("self"), or its shape, (N, C, D, H, W) or (C, D, H, W), with N
+        and C equal to grad_output's and no dimension 0.  Only shape and dtype are used.
+    out : ndarray, optional
+        Receives the result: x's shape, grad_output's dtype, writeable, any strides, and
+        not overlapping grad_output.
+    n_threads : int, optional
+        The most OpenMP threads to use (None: the library default); the result is bitwise
+        the same for every thread count.
+
+    Returns
+    -------
+    grad_input : ndarray
+        x's shape, grad_output's dtype: ``out`` when given, else a new C-contiguous array.
+
+    Raises
+    ------
+    ParamNullptrError
+        A ``TypeError`` with code 161001: grad_output or x is None.
+    ParamInvalidError
+        A ``ValueError`` with code 161002 for any broken rule (dtypes, ranks, N or C, a
+        zero-size dimension, ``out``'s shape, a read-only or overlapping ``out``).
+
+    See Also
+    --------
+    AdaptiveAvgPool3dBackward : the two-phase object.
+    adaptive_avg_pool3d : the forward pass.
+
+    Notes
+    -----
+    On each axis output index o averages the input range ``[floor(o*in/out),
+    ceil((o+1)*in/out))``; these windows overlap where out does not divide in.  Each
+    grad_output value is divided by its window's volume and added to every position of
+    the window.
+
+    Examples
+    --------
+    The operator page's example: each output value covers two inputs along W.
+
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> go = np.arange(1, 9, dtype=np.float32).reshape(2, 2, 1, 1, 2)
+    >>> gi = pg.adaptive_avg_pool3d_backward(go, (2, 2, 1, 1, 4))
+    >>> print(gi.reshape(4, 4))
+    [[0.5 0.5 1.  1. ]
+     [1.5 1.5 2.  2. ]
+     [2.5 2.5 3.  3. ]
+     [3.5 3.5 4.  4. ]]
+    """
     try:
         key = ("adaptive3d", _array_key(grad_output), _x_key(x), _out_key(out))
     except (TypeError, AttributeError):
@@ -134,7 +283,76 @@ def adaptive_avg_pool3d_backward(grad_output, x, *, out=None, n_threads=None):
 
 def adaptive_max_pool2d_backward(grad_output, x, indices, *, out=None, n_threads=None):
     """Gradient of 2-D adaptive max pooling: grad_output scattered to the forward's
-    argmax ``indices`` (aclnnAdaptiveMaxPool2dBackward)."""
+    argmax ``indices`` (aclnnAdaptiveMaxPool2dBackward).
+
+    Parameters
+    ----------
+    grad_output : array_like, shape (N, C, H_out, W_out) or (C, H_out, W_out)
+        Gradient of the pooled output: float32, float64, float16 or ``ml_dtypes.bfloat16``,
+        any strides.
+    x : ndarray or tuple of int
+        The forward input ("self"), or its shape, (N, C, H, W) or (C, H, W), with N and C
+        equal to grad_output's and H*W at most 2**31 - 1.  Only shape and dtype are used.
+    indices : array_like of int32 or int64, grad_output's shape
+        For each output element, the flat position ``h*W + w`` of its maximum inside its
+        own (n, c) plane, as `adaptive_max_pool2d` returns it.  Each must lie in
+        ``[0, H*W)``; equal indices accumulate.
+    out : ndarray, optional
+        Receives the result: x's shape, grad_output's dtype, writeable, any strides, and
+        overlapping neither grad_output nor indices.  Left unchanged when an index is out
+        of range.
+    n_threads : int, optional
+        The most OpenMP threads to use (None: the library default); the result is bitwise
+        the same for every thread count.
+
+    Returns
+    -------
+    grad_input : ndarray
+        x's shape, grad_output's dtype: zero except where an index points, ``out`` when
+        given, else a new C-contiguous array.
+
+    Raises
+    ------
+    ParamNullptrError
+        A ``TypeError`` with code 161001: grad_output, x or indices is None.
+    ParamInvalidError
+        A ``ValueError`` with code 161002 for any broken rule (dtypes, ranks, shapes, an
+        index outside its plane, a read-only or overlapping ``out``).
+
+    See Also
+    --------
+    AdaptiveMaxPool2dBackward : the two-phase object.
+    adaptive_max_pool2d : the forward pass, which returns the indices.
+
+    Examples
+    --------
+    The operator page's example, with an index inside the 2x2 plane:
+
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> go = np.array([[[[0.4757]]]], np.float32)
+    >>> print(pg.adaptive_max_pool2d_backward(go, (1, 1, 2, 2), np.array([[[[0]]]])))
+    [[[[0.4757 0.    ]
+       [0.     0.    ]]]]
+
+    With the page's index 6, which lies outside the plane:
+
+    >>> try:
+    ...     pg.adaptive_max_pool2d_backward(go, (1, 1, 2, 2), np.array([[[[6]]]]))
+    ... except pg.ParamInvalidError as e:
+    ...     print(e.code)
+    161002
+
+    Forward and backward together:
+
+    >>> x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    >>> y, idx = pg.adaptive_max_pool2d(x, 2, return_indices=True)
+    >>> print(pg.adaptive_max_pool2d_backward(np.ones_like(y), x, idx)[0, 0])
+    [[0. 0. 0. 0.]
+     [0. 1. 0. 1.]
+     [0. 0. 0. 0.]
+     [0. 1. 0. 1.]]
+    """
     try:
         key = ("max2d", _array_key(grad_output), _x_key(x), _array_key(indices),
                _out_key(out))

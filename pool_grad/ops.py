@@ -84,10 +84,50 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
 
 
 class AvgPool2dBackward(Operator):
-    """aclnnAvgPool2dBackward: plan at construction, ``execute()`` fills grad_input.
+    """aclnnAvgPool2dBackward as a two-phase object: validate and plan, then execute.
 
-    Parameters follow the aclnn order (SPEC section 2.2); ``x`` is the forward input
-    ("self"), of which only the shape and dtype are used."""
+    Construction does every check that does not depend on array values and plans the
+    work (aclnn's GetWorkspaceSize); `execute` fills ``grad_input`` and may run again
+    after the arrays' contents change.
+
+    Parameters
+    ----------
+    grad_output, x, kernel_size, stride, padding, ceil_mode, count_include_pad, \
+divisor_override, cube_math_type
+        As in `avg_pool2d_backward`, in aclnn's order.
+    grad_input : ndarray
+        Required (None is 161001, as in aclnn).  Receives the result ("gradInput"): x's
+        shape, grad_output's dtype, writeable, any strides, not overlapping grad_output.
+
+    Attributes
+    ----------
+    workspace_size : int
+        Bytes of workspace `execute` needs, for the thread count at planning.
+    grad_output, grad_input : ndarray
+        The arrays the plan reads and writes (grad_output as converted, if it was not an
+        aligned ndarray).
+
+    Raises
+    ------
+    ParamNullptrError, ParamInvalidError
+        At construction, for the rules of `avg_pool2d_backward` (codes 161001, 161002).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> go = np.ones((1, 16, 1, 1), np.float32)
+    >>> gi = np.empty((1, 16, 4, 4), np.float32)
+    >>> op = pg.AvgPool2dBackward(go, gi.shape, 4, 1, 0, False, True, 0, pg.KEEP_DTYPE, gi)
+    >>> ws = np.empty(op.workspace_size, np.uint8)
+    >>> op.execute(workspace=ws)
+    >>> float(gi[0, 0, 0, 0])
+    0.0625
+    >>> go[...] = 2    # new values, same plan
+    >>> op.execute(workspace=ws)
+    >>> float(gi[0, 0, 0, 0])
+    0.125
+    """
 
     def __init__(self, grad_output, x, kernel_size, stride, padding, ceil_mode=False,
                  count_include_pad=True, divisor_override=0, cube_math_type=KEEP_DTYPE,
@@ -136,8 +176,44 @@ class AvgPool2dBackward(Operator):
 
 
 class AdaptiveAvgPool3dBackward(Operator):
-    """aclnnAdaptiveAvgPool3dBackward: plan at construction, ``execute()`` fills
-    grad_input (``out`` in aclnn's naming)."""
+    """aclnnAdaptiveAvgPool3dBackward as a two-phase object: validate and plan, then
+    execute.
+
+    Parameters
+    ----------
+    grad_output, x
+        As in `adaptive_avg_pool3d_backward`.
+    grad_input : ndarray
+        Receives the result ("out" in aclnn's naming): x's shape, grad_output's dtype,
+        writeable, any strides, not overlapping grad_output.
+
+    Attributes
+    ----------
+    workspace_size : int
+        Bytes of workspace `execute` needs, for the thread count at planning.
+    grad_output, grad_input : ndarray
+        The arrays the plan reads and writes.
+
+    Raises
+    ------
+    ParamNullptrError, ParamInvalidError
+        At construction, for the rules of `adaptive_avg_pool3d_backward`.
+
+    Examples
+    --------
+    Work queued on a `Stream` runs in order on the stream's thread:
+
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> go = np.arange(1, 9, dtype=np.float32).reshape(2, 2, 1, 1, 2)
+    >>> gi = np.empty((2, 2, 1, 1, 4), np.float32)
+    >>> op = pg.AdaptiveAvgPool3dBackward(go, gi.shape, gi)
+    >>> s = pg.Stream()
+    >>> op.execute(stream=s)
+    >>> s.synchronize()
+    >>> print(gi[0, 0, 0, 0])
+    [0.5 0.5 1.  1. ]
+    """
 
     def __init__(self, grad_output, x, grad_input):
         go, xs, gi, dt = _common_arrays(grad_output, x, grad_input, (4, 5),
@@ -156,8 +232,53 @@ class AdaptiveAvgPool3dBackward(Operator):
 
 
 class AdaptiveMaxPool2dBackward(Operator):
-    """aclnnAdaptiveMaxPool2dBackward: scatter of grad_output to the forward's argmax
-    ``indices``.  Indices are checked by ``execute`` before anything is written."""
+    """aclnnAdaptiveMaxPool2dBackward as a two-phase object: grad_output scattered to the
+    forward's argmax ``indices``.
+
+    The indices' values are checked by `execute`, before anything is written: an index
+    outside ``[0, H*W)`` raises ``ParamInvalidError`` (161002) and leaves grad_input as it
+    was.  Everything else is checked at construction.
+
+    Parameters
+    ----------
+    grad_output, x, indices
+        As in `adaptive_max_pool2d_backward`.
+    grad_input : ndarray
+        Receives the result: x's shape, grad_output's dtype, writeable, any strides,
+        overlapping neither grad_output nor indices.
+
+    Attributes
+    ----------
+    workspace_size : int
+        Bytes of workspace `execute` needs, for the thread count at planning.
+    grad_output, indices, grad_input : ndarray
+        The arrays the plan reads and writes.
+
+    Raises
+    ------
+    ParamNullptrError, ParamInvalidError
+        At construction, for the rules of `adaptive_max_pool2d_backward` other than the
+        index range.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> go = np.array([[[[0.4757]]]], np.float32)
+    >>> idx = np.array([[[[6]]]])
+    >>> gi = np.zeros((1, 1, 2, 2), np.float32)
+    >>> op = pg.AdaptiveMaxPool2dBackward(go, gi.shape, idx, gi)
+    >>> try:
+    ...     op.execute()
+    ... except pg.ParamInvalidError as e:
+    ...     print(e.code)
+    161002
+    >>> idx[...] = 3
+    >>> op.execute()
+    >>> print(gi[0, 0])
+    [[0.     0.    ]
+     [0.     0.4757]]
+    """
 
     def __init__(self, grad_output, x, indices, grad_input):
         v.not_none(indices, "indices")
