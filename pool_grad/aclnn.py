@@ -3,6 +3,19 @@
 ``...GetWorkspaceSize`` validates and plans, returning ``(workspace_size, executor)``;
 the operator call runs the executor and returns ACLNN_SUCCESS.  Where C returns an error
 status, these functions raise the matching AclnnError (its ``.code`` is the status).
+The executor is the two-phase object of `pool_grad` (`AvgPool2dBackward`, ...); the
+stream argument is None (run now) or a `pool_grad.Stream`.
+
+>>> import numpy as np
+>>> from pool_grad import aclnn
+>>> go = np.ones((1, 16, 1, 1), np.float32)
+>>> gi = np.empty((1, 16, 4, 4), np.float32)
+>>> ws_size, executor = aclnn.aclnnAvgPool2dBackwardGetWorkspaceSize(
+...     go, gi.shape, [4, 4], [1, 1], [0, 0], False, True, 0, 0, gi)
+>>> aclnn.aclnnAvgPool2dBackward(np.empty(ws_size, np.uint8), ws_size, executor, None)
+0
+>>> float(gi[0, 0, 0, 0])
+0.0625
 """
 from ._errors import ACLNN_SUCCESS, invalid
 from .ops import AdaptiveAvgPool3dBackward, AdaptiveMaxPool2dBackward, AvgPool2dBackward
@@ -30,28 +43,38 @@ def _launch(kind, workspace, workspace_size, executor, stream):
 def aclnnAvgPool2dBackwardGetWorkspaceSize(gradOutput, self, kernelSize, stride, padding,
                                            ceilMode, countIncludePad, divisorOverride,
                                            cubeMathType, gradInput):
+    """Validate and plan (`AvgPool2dBackward`'s arguments, C order and names); returns
+    ``(workspace_size, executor)``."""
     op = AvgPool2dBackward(gradOutput, self, kernelSize, stride, padding, ceilMode,
                            countIncludePad, divisorOverride, cubeMathType, gradInput)
     return op.workspace_size, op
 
 
 def aclnnAvgPool2dBackward(workspace, workspaceSize, executor, stream):
+    """Run the executor into its gradInput; returns ACLNN_SUCCESS (0)."""
     return _launch(AvgPool2dBackward, workspace, workspaceSize, executor, stream)
 
 
 def aclnnAdaptiveAvgPool3dBackwardGetWorkspaceSize(gradOutput, self, out):
+    """Validate and plan (`AdaptiveAvgPool3dBackward`'s arguments); returns
+    ``(workspace_size, executor)``."""
     op = AdaptiveAvgPool3dBackward(gradOutput, self, out)
     return op.workspace_size, op
 
 
 def aclnnAdaptiveAvgPool3dBackward(workspace, workspaceSize, executor, stream):
+    """Run the executor into its out; returns ACLNN_SUCCESS (0)."""
     return _launch(AdaptiveAvgPool3dBackward, workspace, workspaceSize, executor, stream)
 
 
 def aclnnAdaptiveMaxPool2dBackwardGetWorkspaceSize(gradOutput, self, indices, gradInput):
+    """Validate and plan (`AdaptiveMaxPool2dBackward`'s arguments); returns
+    ``(workspace_size, executor)``."""
     op = AdaptiveMaxPool2dBackward(gradOutput, self, indices, gradInput)
     return op.workspace_size, op
 
 
 def aclnnAdaptiveMaxPool2dBackward(workspace, workspaceSize, executor, stream):
+    """Run the executor into its gradInput (an index outside its plane raises
+    ParamInvalidError, 161002, and writes nothing); returns ACLNN_SUCCESS (0)."""
     return _launch(AdaptiveMaxPool2dBackward, workspace, workspaceSize, executor, stream)

@@ -5,9 +5,9 @@ import doctest
 import pytest
 
 import pool_grad as pg
-from pool_grad import _threads, forward, functions, ops
+from pool_grad import _threads, aclnn, forward, functions, ops
 
-MODULES = [functions, ops, forward, _threads]
+MODULES = [functions, ops, forward, _threads, aclnn]
 
 DOCUMENTED = [
     pg.avg_pool2d_backward, pg.adaptive_avg_pool3d_backward, pg.adaptive_max_pool2d_backward,
