@@ -14,6 +14,15 @@ class Operator:
 
     _kernel = None
     _workspace_size = 0
+    _params = ()   # the planned parameters that repr shows after the arrays
+
+    def __repr__(self):
+        items = [f"{name}={a.dtype.name}{a.shape}" for name, a in (
+            (n, getattr(self, n, None)) for n in ("grad_output", "indices", "grad_input"))
+            if a is not None]
+        items += [f"{name}={getattr(self, name)!r}" for name in self._params]
+        items.append(f"workspace_size={self._workspace_size}")
+        return f"<pool_grad.{type(self).__name__} {' '.join(items)}>"
 
     def _planned(self, kernel, arrays):
         self._kernel = kernel

@@ -129,6 +129,9 @@ divisor_override, cube_math_type
     0.125
     """
 
+    _params = ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+               "divisor_override", "cube_math_type")
+
     def __init__(self, grad_output, x, kernel_size, stride, padding, ceil_mode=False,
                  count_include_pad=True, divisor_override=0, cube_math_type=KEEP_DTYPE,
                  grad_input=None):

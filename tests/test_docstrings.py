@@ -1,7 +1,9 @@
-"""The public API's docstrings: their examples run and print what they show, and every
-operator and forward function documents its parameters with an example."""
+"""How the public API describes itself: docstring examples run and print what they show,
+every operator and forward function documents its parameters with an example, and an
+operator's repr names its planned call."""
 import doctest
 
+import numpy as np
 import pytest
 
 import pool_grad as pg
@@ -35,3 +37,22 @@ def test_public_callable_documents_parameters_returns_and_an_example(obj):
     assert "Examples\n    --------" in doc
     if not isinstance(obj, type) and obj is not pg.set_num_threads:
         assert "Returns\n    -------" in doc
+
+
+def test_operator_repr_names_arrays_parameters_and_workspace():
+    go = np.ones((2, 3, 2, 2), np.float32)
+    gi = np.empty((2, 3, 4, 4), np.float32)
+    op = pg.AvgPool2dBackward(go, gi.shape, 3, 2, 1, False, False, -2, pg.USE_HF32, gi)
+    assert repr(op) == (
+        "<pool_grad.AvgPool2dBackward grad_output=float32(2, 3, 2, 2) "
+        "grad_input=float32(2, 3, 4, 4) kernel_size=(3, 3) stride=(2, 2) padding=(1, 1) "
+        "ceil_mode=False count_include_pad=False divisor_override=-2 cube_math_type=3 "
+        f"workspace_size={op.workspace_size}>")
+    idx = np.zeros(go.shape, np.int32)
+    op = pg.AdaptiveMaxPool2dBackward(go, gi.shape, idx, gi)
+    assert repr(op) == (
+        "<pool_grad.AdaptiveMaxPool2dBackward grad_output=float32(2, 3, 2, 2) "
+        "indices=int32(2, 3, 2, 2) grad_input=float32(2, 3, 4, 4) "
+        f"workspace_size={op.workspace_size}>")
+    op = pg.AdaptiveAvgPool3dBackward(go[None], (1,) + gi.shape, gi[None])
+    assert repr(op).startswith("<pool_grad.AdaptiveAvgPool3dBackward grad_output=float32(1, 2")
