@@ -235,7 +235,8 @@ def adaptive_avg_pool3d_backward(grad_output, x, *, out=None, n_threads=None):
     Returns
     -------
     grad_input : ndarray
-        x's shape, grad_output's dtype: ``out`` when given, else a new C-contiguous array.
+        The gradient with respect to x, the same shape: ``out`` itself when given, else a
+        new C-contiguous array of grad_output's dtype.
 
     Raises
     ------
@@ -308,8 +309,8 @@ def adaptive_max_pool2d_backward(grad_output, x, indices, *, out=None, n_threads
     Returns
     -------
     grad_input : ndarray
-        x's shape, grad_output's dtype: zero except where an index points, ``out`` when
-        given, else a new C-contiguous array.
+        Zero except at the positions the indices name, which hold the sum of their
+        grad_output values: ``out`` itself when given, else a new C-contiguous array.
 
     Raises
     ------
