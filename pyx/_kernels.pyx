@@ -49,8 +49,9 @@ cdef extern from "pg_stream.h" nogil:
     int pg_load_h16(float* dst, const uint16_t* src, const float* w, Py_ssize_t n, int bf16)
     void pg_combine_f32(float* dst, const float** rows, Py_ssize_t nr, Py_ssize_t n,
                         int stream)
-    int pg_lanes_row_f32(float* dst, const float** g, const float* k, Py_ssize_t nr,
-                         const int64_t* tap, Py_ssize_t m, Py_ssize_t W, Py_ssize_t L)
+    void pg_lanes_row(void* dst, Py_ssize_t ds, const void** g, Py_ssize_t gs, const float* k,
+                     const float* ww, Py_ssize_t nr, const int64_t* tap, Py_ssize_t m,
+                     Py_ssize_t W, Py_ssize_t L, Py_ssize_t Wo, int kind, int stream)
     void pg_combine_f64(double* dst, const double** rows, Py_ssize_t nr, Py_ssize_t n,
                         int stream)
     void pg_fill(void* dst, const void* value, Py_ssize_t size, Py_ssize_t n)
@@ -673,8 +674,8 @@ cdef struct Gather:
     int rnd
     int stream
     const pg_item_f32* item_f32   # the whole item in C (pg_item.h: float32, 16-bit), or NULL
-    int lanes_row           # float32 lanes (L % 8 == 0): grad_input rows formed straight
-                            # from the grad_output rows (pg_lanes_row_f32), no E rows
+    int lanes_row           # float32 / 16-bit lanes (L % 8 == 0): grad_input rows formed
+                            # straight from the grad_output rows (pg_lanes_row), no E rows
 
 
 cdef void _expand_taps(const acc_t* grow, acc_t* erow, const int64_t* tap, Py_ssize_t m,
@@ -881,31 +882,17 @@ cdef void _fill_item(const store_t* go, store_t* gi, const Gather* g,
                     dst[ih * xs3 + i * xs4] = v
 
 
-cdef void _lanes_rows(const float* gbase, float* xbase, const Gather* g, const float* wd,
-                      const float* wh, const float* ww, float* E, const float** rows,
-                      float* acc, uint16_t* tmp16, Py_ssize_t d0, Py_ssize_t d1,
-                      Py_ssize_t h0, Py_ssize_t h1) noexcept nogil:
-    """A channels-last float32 item without E rows (g.lanes_row): the item's grad_output
-    rows W-weighted, each with its two sentinel columns, where the E rows would be; then
-    each grad_input row summed from those it covers (pg_lanes_row_f32: the same values and
-    sums as the E rows and their combine)."""
-    cdef Py_ssize_t W = g.W, L = g.L, Wo = g.Wo
-    cdef Py_ssize_t gl = (Wo + 2) * L
-    cdef Py_ssize_t od0 = g.dlo[d0], od1 = g.dhi[d1 - 1]
-    cdef Py_ssize_t oh0 = g.hlo[h0], oh1 = g.hhi[h1 - 1]
-    cdef Py_ssize_t noh = oh1 - oh0 if oh1 > oh0 else 0
-    cdef Py_ssize_t od, oh, l, idd, ih, a, b, p, q, nr
-    cdef float* gr
-    cdef float* dst
+cdef void _lanes_rows(const store_t* gbase, store_t* xbase, const Gather* g, const float* wd,
+                      const float* wh, const float* ww, const void** rows, Py_ssize_t d0,
+                      Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1) noexcept nogil:
+    """A channels-last item without E rows (g.lanes_row): each grad_input row formed in
+    registers from the grad_output rows of the windows covering it, read where they are
+    (pg_lanes_row: the same values and sums as the E rows and their combine)."""
+    cdef Py_ssize_t W = g.W, L = g.L
+    cdef Py_ssize_t od, oh, idd, ih, iw, a, b, p, q, nr
+    cdef store_t* dst
     cdef float ks[8]
-    for od in range(od0, od1):
-        for oh in range(oh0, oh1):
-            gr = E + ((od - od0) * noh + (oh - oh0)) * gl
-            pg_load_lanes_f32(gr, gbase + od * g.gs[2] + oh * g.gs[3], g.gs[4],
-                              ww if g.scale_w else NULL, Wo, L)
-            for l in range(L):
-                gr[Wo * L + l] = 0
-                gr[(Wo + 1) * L + l] = -0.0
+    cdef int kind = 0 if store_t is float else (1 if g.kind == K_F16 else 2)
     for idd in range(d0, d1):
         a = g.dlo[idd]
         b = g.dhi[idd]
@@ -917,14 +904,15 @@ cdef void _lanes_rows(const float* gbase, float* xbase, const Gather* g, const f
             if q > p:
                 for od in range(a, b):
                     for oh in range(p, q):
-                        rows[nr] = E + ((od - od0) * noh + (oh - oh0)) * gl
+                        rows[nr] = gbase + od * g.gs[2] + oh * g.gs[3]
                         ks[nr] = wd[od] * wh[oh]
                         nr += 1
-            if nr == 0:
-                memset(acc, 0, W * L * sizeof(float))
-                _store_row(acc, dst, g.xs[4], g.xs[5], W, L, g.kind, 0, tmp16)
+            if nr == 0:   # no window covers the row: +0.0, all bits clear in every dtype
+                for iw in range(W):
+                    memset(dst + iw * g.xs[4], 0, L * sizeof(store_t))
                 continue
-            pg_lanes_row_f32(dst, rows, ks, nr, g.wtap, g.m, W, L)
+            pg_lanes_row(dst, g.xs[4], rows, g.gs[4], ks, ww if g.scale_w else NULL, nr,
+                         g.wtap, g.m, W, L, g.Wo, kind, g.stream)
 
 
 cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
@@ -966,10 +954,10 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
             if g.item_f32 != NULL and pg_item_h16_run(g.item_f32, gbase, xbase, d0, d1, h0, h1,
                                                       grow, E, rows, acc, g.kind == K_BF16):
                 return
-    if store_t is float:
-        if acc_t is float:
-            if g.lanes_row and pg_have_avx2():
-                _lanes_rows(gbase, xbase, g, wd, wh, ww, E, rows, acc, tmp16, d0, d1, h0, h1)
+    if acc_t is float:
+        if store_t is not double:
+            if g.lanes_row:
+                _lanes_rows(gbase, xbase, g, wd, wh, ww, <const void**>rows, d0, d1, h0, h1)
                 return
     # two slots past the row for the tap tables: +0.0 (an empty cover) and -0.0 (padding)
     for l in range(L):
@@ -1121,7 +1109,7 @@ cdef class AvgGatherKernel(PlannedKernel):
     # which C item runs the call: "", "rows", "region" (rows staged and streamed),
     # "single" (one term per value) or "narrow" (16-bit sums at the output width, spread;
     # where the CPU has AVX2) from pg_item.h, or "lanes" (_lanes_rows, channels-last
-    # float32 rows without E rows, where the CPU has AVX2); for the tests
+    # float32 and 16-bit rows without E rows, where the CPU has AVX2); for the tests
     cdef readonly str c_item
     cdef const float[:, :, :, :, :, :] go_f
     cdef float[:, :, :, :, :, :] gi_f
@@ -1169,15 +1157,13 @@ cdef class AvgGatherKernel(PlannedKernel):
         t = whi; g.whi = &t[0]
         g.fill_fast = (g.fill and rnd == R_NONE and g.m == 1 and g.P == 0 and g.wtap[0] == 0
                        and g.xs[4] == 1 and g.xs[3] == g.W)
-        # channels-last float32 rows formed without E rows (_lanes_rows): whole vectors of
-        # lanes, contiguous rows, the grad_output rows (Wo + 2 columns) where the E rows
-        # (W columns) would be, at most 8 terms a value, ordinary stores (streamed, the E
-        # rows were faster: pg_stream.h).  k3s2p1 NHWC on the 2-vCPU EPYC, stores forced
-        # ordinary: 0.81-0.85x the time on 1 thread, 0.85-0.92x on 2 (same-process A/B)
-        g.lanes_row = (kind == K_F32 and rnd == R_NONE and g.L > 1 and g.L % 8 == 0
-                       and g.m > 0 and not tstore and not g.fill and not stream
-                       and max_terms <= 8 and g.Wo + 2 <= g.W and g.gs[5] == 1
-                       and g.xs[5] == 1 and g.xs[4] == g.L)
+        # channels-last rows formed without E rows (_lanes_rows, where the CPU has AVX2 and
+        # F16C when the plan is made: its scratch is then only the row pointers): float32
+        # or 16-bit, whole vectors of contiguous lanes, at most 8 terms a value
+        g.lanes_row = (kind != K_F64 and rnd == R_NONE and g.L > 1 and g.L % 8 == 0
+                       and g.m > 0 and not tstore and not g.fill and max_terms <= 8
+                       and g.gs[5] == 1 and g.xs[5] == 1
+                       and pg_have_avx2() != 0 and pg_have_f16c() != 0)
         if kind == K_F64:
             self.go_d = go6
             self.gi_d = gi6
@@ -1240,8 +1226,9 @@ cdef class AvgGatherKernel(PlannedKernel):
         self.n_items = g.N * g.C * g.nbd * g.nbh
         self.traffic = go6.nbytes + gi6.nbytes
         # row pointers, grow row + 2 sentinel slots, acc row, 16-bit staging row, E rows
-        # (see _gather_item)
-        self.scratch_elems = (g.max_terms * (sizeof(void*) // (8 if kind == K_F64 else 4))
+        # (see _gather_item); the rows formed without E rows use the row pointers only
+        self.scratch_elems = (g.max_terms * (sizeof(void*) // 4) if g.lanes_row else
+                              g.max_terms * (sizeof(void*) // (8 if kind == K_F64 else 4))
                               + (g.Wo + 2) * g.L + g.W * g.L
                               + (g.W * g.L + 1) // 2 + rows * g.W * g.L
                               + (bh * g.W * g.L if tstore else 0)

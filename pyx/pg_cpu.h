@@ -16,6 +16,8 @@
 #include <immintrin.h>
 #define PG_X86_DISPATCH 1
 #define PG_TARGET_AVX2 __attribute__((target("avx2")))
+/* every AVX2 CPU also has F16C; the loops that convert float16 in registers still check */
+#define PG_TARGET_AVX2_F16C __attribute__((target("avx2,f16c")))
 
 static int pg_simd_allowed = 1;     /* set by pg_set_simd() only, before any kernel runs */
 
@@ -33,9 +35,13 @@ static inline int pg_have_avx2(void) { return pg_simd_allowed && pg_cpu_avx2(); 
 #else
 #define PG_X86_DISPATCH 0
 #define PG_TARGET_AVX2
+#define PG_TARGET_AVX2_F16C
 static int pg_simd_allowed = 1;
 static inline int pg_have_avx2(void) { return 0; }
 #endif
+
+/* the most taps per input column of a W tap table (_plan.MAX_TAPS) */
+#define PG_MAX_TAPS 4
 
 /* PG_PICK(pg_mul, f32, args): pg_mul_avx2_f32(args) where the CPU has AVX2 (and it is
  * allowed), else pg_mul_base_f32(args) */

@@ -167,66 +167,247 @@ static void pg_combine_stream_avx2_f32(float *dst, const float *const *rows, ptr
 
 #if PG_X86_DISPATCH
 /*
- * A channels-last grad_input row (W columns of L lanes, L a multiple of 8) formed straight
- * from the grad_output rows of its nr covering windows (g[r]: W-weighted, L lanes a column,
- * with the two sentinel columns after them), without E rows:
- *   dst[w*L + l] = sum over r, left to right, of k[r] * (g[r][tap[w*m]*L + l] + ...)
- * the values pg_lanes forms for the E rows (k times the taps summed left to right) and the
- * sums the combine forms of them (left to right), so the same bits, in registers.  Ordinary
- * stores only: streamed, it took 1.06-1.14x the time of the E rows on the 2-vCPU EPYC.
+ * A channels-last grad_input row (W columns of L lanes, L a multiple of 8; column w at
+ * dst + w*ds) formed straight from the grad_output rows of its nr covering windows, without
+ * E rows and without a copy of those rows.  Column ow of row r is the L contiguous lanes at
+ * g[r] + ow*gs (float32, or float16 / bfloat16 bits: kind 0, 1, 2), widened and multiplied
+ * by its W weight ww[ow] as it is loaded (ww NULL: no W weight):
+ *   dst[w*ds + l] = sum over r, left to right, of k[r] * (v_r(tap[w*m]) + ... )
+ * over the taps of column w that are grad_output columns (< Wo; the padding taps after
+ * them, -0.0 in the E rows, change no value, and a column no window covers sums to +0.0).
+ * These are the values of the E rows (pg_expand.h's lanes loop: k times the taps summed
+ * left to right) and the sums the combine forms of them (left to right, rounded once to
+ * 16 bits), so the same bits, in registers.  With `stream`, non-temporal stores (dst and
+ * ds aligned to the store's width, checked by the caller).
  */
+/* eight float32 values rounded to bfloat16 (pg_bf16_round8_avx2's values), as 8 bits
+ * patterns in 128 bits: vectors without NaN (nearly all) take the rounding alone */
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_lanes_row_body(float *PG_RESTRICT dst, const float *const *g,
-                                     const float *k, ptrdiff_t nr, const int64_t *tap,
-                                     ptrdiff_t m, ptrdiff_t W, ptrdiff_t L)
+static inline __m128i pg_lanes_bf16(__m256 s)
 {
-    __m256 kv[8];
+    __m256i r;
+    if (_mm256_movemask_ps(_mm256_cmp_ps(s, s, _CMP_UNORD_Q))) {
+        r = pg_bf16_round8_avx2(s);
+    } else {
+        const __m256i u = _mm256_castps_si256(s);
+        r = _mm256_srli_epi32(_mm256_add_epi32(
+                _mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)),
+                _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))), 16);
+    }
+    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
+}
+
+/* 16 lanes of a column (at p) as float32, in two vectors; bfloat16's come out in the
+ * order of unpack (lanes 0-3 and 8-11, then 4-7 and 12-15), which pg_lanes_put16's pack
+ * undoes: every operation on them is lane by lane */
+PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
+static inline void pg_lanes_get16(const char *p, int kind, __m256 *a, __m256 *b)
+{
+    if (kind == 0) {
+        *a = _mm256_loadu_ps((const float *)p);
+        *b = _mm256_loadu_ps((const float *)p + 8);
+    } else if (kind == 1) {
+        *a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+        *b = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p + 1));
+    } else {
+        const __m256i x = _mm256_loadu_si256((const __m256i *)p), z = _mm256_setzero_si256();
+        *a = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, x));
+        *b = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, x));
+    }
+}
+
+PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
+static inline __m256 pg_lanes_get8(const char *p, int kind)
+{
+    if (kind == 0) return _mm256_loadu_ps((const float *)p);
+    const __m128i h = _mm_loadu_si128((const __m128i *)p);
+    if (kind == 1) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* 16 results stored at p (streamed: 16-byte stores, as numpy's large arrays are 16-byte
+ * aligned), rounded once to 16 bits where the dtype is */
+PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
+static inline void pg_lanes_put16(char *p, __m256 a, __m256 b, int kind, int stream)
+{
+    __m128i q[4];
+    if (kind == 0) {
+        if (!stream) {
+            _mm256_storeu_ps((float *)p, a);
+            _mm256_storeu_ps((float *)p + 8, b);
+            return;
+        }
+        q[0] = _mm_castps_si128(_mm256_castps256_ps128(a));
+        q[1] = _mm_castps_si128(_mm256_extractf128_ps(a, 1));
+        q[2] = _mm_castps_si128(_mm256_castps256_ps128(b));
+        q[3] = _mm_castps_si128(_mm256_extractf128_ps(b, 1));
+        for (int i = 0; i < 4; i++) _mm_stream_si128((__m128i *)p + i, q[i]);
+        return;
+    }
+    if (kind == 1) {
+        q[0] = _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT);
+        q[1] = _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT);
+    } else {
+        __m256i ra, rb;
+        if (_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q))) {
+            ra = pg_bf16_round8_avx2(a);
+            rb = pg_bf16_round8_avx2(b);
+        } else {   /* no NaN: u + 0x7FFF + (bit 16 of u), top half */
+            const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
+            const __m256i ua = _mm256_castps_si256(a), ub = _mm256_castps_si256(b);
+            ra = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(ua, bias),
+                     _mm256_and_si256(_mm256_srli_epi32(ua, 16), one)), 16);
+            rb = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(ub, bias),
+                     _mm256_and_si256(_mm256_srli_epi32(ub, 16), one)), 16);
+        }
+        const __m256i pk = _mm256_packus_epi32(ra, rb);   /* back in lane order */
+        q[0] = _mm256_castsi256_si128(pk);
+        q[1] = _mm256_extracti128_si256(pk, 1);
+    }
+    if (stream) {
+        _mm_stream_si128((__m128i *)p, q[0]);
+        _mm_stream_si128((__m128i *)p + 1, q[1]);
+    } else {
+        _mm_storeu_si128((__m128i *)p, q[0]);
+        _mm_storeu_si128((__m128i *)p + 1, q[1]);
+    }
+}
+
+PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
+static inline void pg_lanes_put8(char *p, __m256 s, int kind, int stream)
+{
+    __m128i q[2];
+    if (kind == 0) {
+        if (!stream) {
+            _mm256_storeu_ps((float *)p, s);
+            return;
+        }
+        q[0] = _mm_castps_si128(_mm256_castps256_ps128(s));
+        q[1] = _mm_castps_si128(_mm256_extractf128_ps(s, 1));
+        _mm_stream_si128((__m128i *)p, q[0]);
+        _mm_stream_si128((__m128i *)p + 1, q[1]);
+        return;
+    }
+    q[0] = kind == 1 ? _mm256_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT) : pg_lanes_bf16(s);
+    if (stream) _mm_stream_si128((__m128i *)p, q[0]);
+    else _mm_storeu_si128((__m128i *)p, q[0]);
+}
+
+PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
+static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, const void *const *g,
+                                     ptrdiff_t gs, const float *k, const float *ww,
+                                     ptrdiff_t nr, const int64_t *tap, ptrdiff_t m,
+                                     ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo, int kind,
+                                     int stream)
+{
+    const ptrdiff_t size = kind ? 2 : 4;
+    __m256 kv[8], wv[PG_MAX_TAPS];
+    ptrdiff_t off[PG_MAX_TAPS];
     for (ptrdiff_t r = 0; r < nr; r++) kv[r] = _mm256_set1_ps(k[r]);
     for (ptrdiff_t w = 0; w < W; w++, tap += m) {
-        float *PG_RESTRICT d = dst + w * L;
-        for (ptrdiff_t l = 0; l < L; l += 8) {
+        char *d = (char *)dst + w * ds * size;
+        ptrdiff_t n = 0, l = 0;
+        while (n < m && tap[n] < Wo) {
+            off[n] = tap[n] * gs * size;
+            if (ww) wv[n] = _mm256_set1_ps(ww[tap[n]]);
+            n++;
+        }
+        for (; l + 16 <= L; l += 16) {
+            __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+            for (ptrdiff_t r = 0; r < nr; r++) {
+                const char *gr = (const char *)g[r] + l * size;
+                __m256 v0, v1, u0 = _mm256_setzero_ps(), u1 = _mm256_setzero_ps();
+                for (ptrdiff_t i = 0; i < n; i++) {
+                    pg_lanes_get16(gr + off[i], kind, &v0, &v1);
+                    if (ww) {
+                        v0 = _mm256_mul_ps(v0, wv[i]);
+                        v1 = _mm256_mul_ps(v1, wv[i]);
+                    }
+                    u0 = i ? _mm256_add_ps(u0, v0) : v0;
+                    u1 = i ? _mm256_add_ps(u1, v1) : v1;
+                }
+                u0 = _mm256_mul_ps(kv[r], u0);
+                u1 = _mm256_mul_ps(kv[r], u1);
+                s0 = r ? _mm256_add_ps(s0, u0) : u0;
+                s1 = r ? _mm256_add_ps(s1, u1) : u1;
+            }
+            pg_lanes_put16(d + l * size, s0, s1, kind, stream);
+        }
+        if (l < L) {   /* L = 16 q + 8 */
             __m256 s = _mm256_setzero_ps();
             for (ptrdiff_t r = 0; r < nr; r++) {
-                const float *gr = g[r] + l;
-                __m256 t = _mm256_loadu_ps(gr + tap[0] * L);
-                for (ptrdiff_t i = 1; i < m; i++)
-                    t = _mm256_add_ps(t, _mm256_loadu_ps(gr + tap[i] * L));
-                t = _mm256_mul_ps(kv[r], t);
-                s = r ? _mm256_add_ps(s, t) : t;
+                const char *gr = (const char *)g[r] + l * size;
+                __m256 v, u = _mm256_setzero_ps();
+                for (ptrdiff_t i = 0; i < n; i++) {
+                    v = pg_lanes_get8(gr + off[i], kind);
+                    if (ww) v = _mm256_mul_ps(v, wv[i]);
+                    u = i ? _mm256_add_ps(u, v) : v;
+                }
+                u = _mm256_mul_ps(kv[r], u);
+                s = r ? _mm256_add_ps(s, u) : u;
             }
-            _mm256_storeu_ps(d + l, s);
+            pg_lanes_put8(d + l * size, s, kind, stream);
         }
     }
 }
 
-/* nr <= 8; the common counts (1, 2 rows; 1, 2 taps) as constants */
-PG_TARGET_AVX2
-static void pg_lanes_row_avx2_f32(float *dst, const float *const *g, const float *k,
-                                  ptrdiff_t nr, const int64_t *tap, ptrdiff_t m, ptrdiff_t W,
-                                  ptrdiff_t L)
-{
-    if (nr == 1 && m == 1) pg_lanes_row_body(dst, g, k, 1, tap, 1, W, L);
-    else if (nr == 1 && m == 2) pg_lanes_row_body(dst, g, k, 1, tap, 2, W, L);
-    else if (nr == 2 && m == 1) pg_lanes_row_body(dst, g, k, 2, tap, 1, W, L);
-    else if (nr == 2 && m == 2) pg_lanes_row_body(dst, g, k, 2, tap, 2, W, L);
-    else pg_lanes_row_body(dst, g, k, nr, tap, m, W, L);
+/* nr <= 8, m <= PG_MAX_TAPS; the common counts (1, 2 rows; 1, 2 taps) as constants */
+#define PG_LANES_ROW_ST(NAME, KIND, ST)                                                     \
+PG_TARGET_AVX2_F16C                                                                         \
+static void NAME(void *dst, ptrdiff_t ds, const void *const *g, ptrdiff_t gs, const float *k, \
+                 const float *ww, ptrdiff_t nr, const int64_t *tap, ptrdiff_t m, ptrdiff_t W, \
+                 ptrdiff_t L, ptrdiff_t Wo)                                                 \
+{                                                                                           \
+    if (nr == 1 && m == 1)                                                                  \
+        pg_lanes_row_body(dst, ds, g, gs, k, ww, 1, tap, 1, W, L, Wo, KIND, ST);            \
+    else if (nr == 1 && m == 2)                                                             \
+        pg_lanes_row_body(dst, ds, g, gs, k, ww, 1, tap, 2, W, L, Wo, KIND, ST);            \
+    else if (nr == 2 && m == 1)                                                             \
+        pg_lanes_row_body(dst, ds, g, gs, k, ww, 2, tap, 1, W, L, Wo, KIND, ST);            \
+    else if (nr == 2 && m == 2)                                                             \
+        pg_lanes_row_body(dst, ds, g, gs, k, ww, 2, tap, 2, W, L, Wo, KIND, ST);            \
+    else pg_lanes_row_body(dst, ds, g, gs, k, ww, nr, tap, m, W, L, Wo, KIND, ST);          \
 }
+#define PG_LANES_ROW(NAME, KIND)                                                            \
+PG_LANES_ROW_ST(NAME##_o, KIND, 0)                                                          \
+PG_LANES_ROW_ST(NAME##_s, KIND, 1)                                                          \
+static void NAME(void *dst, ptrdiff_t ds, const void *const *g, ptrdiff_t gs, const float *k, \
+                 const float *ww, ptrdiff_t nr, const int64_t *tap, ptrdiff_t m, ptrdiff_t W, \
+                 ptrdiff_t L, ptrdiff_t Wo, int stream)                                     \
+{                                                                                           \
+    if (stream) NAME##_s(dst, ds, g, gs, k, ww, nr, tap, m, W, L, Wo);                      \
+    else NAME##_o(dst, ds, g, gs, k, ww, nr, tap, m, W, L, Wo);                             \
+}
+PG_LANES_ROW(pg_lanes_row_avx2_f32, 0)
+PG_LANES_ROW(pg_lanes_row_avx2_f16, 1)
+PG_LANES_ROW(pg_lanes_row_avx2_bf16, 2)
 #endif
 
-/* 1 where the row was formed (AVX2), 0 where the caller must go through E rows */
-static inline int pg_lanes_row_f32(float *dst, const float *const *g, const float *k,
-                                   ptrdiff_t nr, const int64_t *tap, ptrdiff_t m, ptrdiff_t W,
-                                   ptrdiff_t L)
-{
 #if PG_X86_DISPATCH
-    if (pg_have_avx2()) {
-        pg_lanes_row_avx2_f32(dst, g, k, nr, tap, m, W, L);
-        return 1;
-    }
-#endif
-    (void)dst; (void)g; (void)k; (void)nr; (void)tap; (void)m; (void)W; (void)L;
-    return 0;
+/* the plan chose these rows (AVX2 and F16C there when it was made: the choice holds even
+ * if pg_set_simd forbids the AVX2 loops later, as the plan holds no scratch for E rows) */
+static inline void pg_lanes_row(void *dst, ptrdiff_t ds, const void *const *g, ptrdiff_t gs,
+                                const float *k, const float *ww, ptrdiff_t nr,
+                                const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L,
+                                ptrdiff_t Wo, int kind, int stream)
+{
+    /* streaming stores of 16 bytes: dst and the column stride 16-byte aligned */
+    stream = PG_HAVE_STREAM && stream && ((uintptr_t)dst % 16u) == 0
+             && (ds * (kind ? 2 : 4)) % 16 == 0;
+    if (kind == 0) pg_lanes_row_avx2_f32(dst, ds, g, gs, k, ww, nr, tap, m, W, L, Wo, stream);
+    else if (kind == 1) pg_lanes_row_avx2_f16(dst, ds, g, gs, k, ww, nr, tap, m, W, L, Wo, stream);
+    else pg_lanes_row_avx2_bf16(dst, ds, g, gs, k, ww, nr, tap, m, W, L, Wo, stream);
 }
+#else
+static inline void pg_lanes_row(void *dst, ptrdiff_t ds, const void *const *g, ptrdiff_t gs,
+                                const float *k, const float *ww, ptrdiff_t nr,
+                                const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L,
+                                ptrdiff_t Wo, int kind, int stream)
+{   /* never planned without the AVX2 builds */
+    (void)dst; (void)ds; (void)g; (void)gs; (void)k; (void)ww; (void)nr; (void)tap; (void)m;
+    (void)W; (void)L; (void)Wo; (void)kind; (void)stream;
+}
+#endif
 
 static inline void pg_combine_f32(float *dst, const float *const *rows, ptrdiff_t nr,
                                   ptrdiff_t n, int stream)

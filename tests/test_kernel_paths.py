@@ -428,10 +428,14 @@ SIMD_AVG = [  # (x shape, kernel, stride, padding, count_include_pad)
 
 @pytest.fixture
 def baseline_simd():
-    """Runs the test body's kernels with the AVX2 loops forbidden, then allows them again."""
+    """Runs the test body's kernels with the AVX2 loops forbidden, then allows them again
+    (the one-shot functions' cached plans are dropped each time: a plan may choose a path
+    by the loops there are when it is made)."""
+    functions._cache.clear()
     _kernels._set_simd(False)
     yield
     _kernels._set_simd(True)
+    functions._cache.clear()
 
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
@@ -508,10 +512,12 @@ def test_avx2_loops_give_the_same_bits_as_baseline(dtype, request):
         assert np.array_equal(a, b)
 
 
-# channels-last float32 with whole vectors of lanes (C a multiple of 8): grad_input rows
-# formed straight from the grad_output rows, no E rows (_lanes_rows, pg_stream.h's
-# pg_lanes_row_f32); one and two taps per column and up to six covering rows, padding
-# (sentinel taps), divisors of either sign, stride past the kernel (empty covers), 3-D
+# channels-last float32 and 16-bit with whole vectors of lanes (C a multiple of 8): each
+# grad_input row formed in registers from the grad_output rows, no E rows (_lanes_rows,
+# pg_stream.h's pg_lanes_row); one and two taps per column and up to six covering rows,
+# padding (sentinel taps), divisors of either sign, stride past the kernel (empty covers),
+# 3-D input, C of 16 q + 8 lanes (the 8-lane tail), and outputs whose columns have gaps
+# between them, at an address that is not 16-byte aligned (no streaming stores there)
 LANES_AVG = [  # (x shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
     ((2, 8, 13, 21), 3, 2, 1, False, True, 0),
     ((1, 16, 12, 19), 3, 1, 0, True, False, 0),       # three rows and taps a value
@@ -524,47 +530,65 @@ LANES_ADAPTIVE = [((2, 16, 5, 9, 13), (3, 4, 6)), ((1, 8, 4, 6, 24), (4, 3, 8)),
                   ((1, 64, 16, 64, 64), (4, 8, 8))]
 
 
-def _lanes_runs(expect_lanes):
+def _lanes_out(shape, dtype, gaps):
+    """A channels-last output; with `gaps`, columns 24 lanes apart than C, starting one
+    element into the buffer (not 16-byte aligned)."""
+    if not gaps:
+        return empty_out(shape, dtype, "channels_last")
+    c_ax = 1 if len(shape) >= 4 else 0
+    order = [a for a in range(len(shape)) if a != c_ax] + [c_ax]
+    store = np.full([shape[a] for a in order[:-1]] + [shape[c_ax] + 24], 7, dtype)
+    return store[..., 1:1 + shape[c_ax]].transpose(np.argsort(order))
+
+
+def _lanes_runs(dtype, lanes=True):
     rng = np.random.default_rng(21)
     outs = []
     for x_shape, k, s, p, ceil, cip, div in LANES_AVG:
         y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, s, p, ceil_mode=ceil,
                           count_include_pad=cip, divisor_override=div)
-        go = as_layout(_special(y.shape, np.float32, rng), "channels_last")
+        go = as_layout(_special(y.shape, dtype, rng), "channels_last")
         with np.errstate(invalid="ignore"):   # inf - inf in the reference's sums
             want = ref_avg_pool2d_backward(go, x_shape, k, s, p, ceil, cip, div)
-        for nt in (1, 3):
-            out = empty_out(x_shape, np.float32, "channels_last")
+        for nt, gaps in ((1, False), (3, False), (2, True)):
+            out = _lanes_out(x_shape, dtype, gaps)
             op = pg.AvgPool2dBackward(go, x_shape, k, s, p, ceil, cip, div, 0, out)
-            assert (op._kernel.c_item == "lanes") == expect_lanes
+            assert (op._kernel.c_item == "lanes") == lanes
             op.execute(n_threads=nt)
-            np.testing.assert_allclose(out, want, *tolerance(np.float32))
+            np.testing.assert_allclose(out.astype(np.float64), want, *tolerance(dtype))
+            if gaps:
+                assert np.all(out.base[..., :1] == 7) and np.all(
+                    out.base[..., 1 + out.shape[1 if out.ndim >= 4 else 0]:] == 7)
             outs.append(_bits(out))
     for x_shape, o in LANES_ADAPTIVE:
-        go = as_layout(_special(x_shape[:2] + o, np.float32, rng), "channels_last")
+        go = as_layout(_special(x_shape[:2] + o, dtype, rng), "channels_last")
         with np.errstate(invalid="ignore"):
             want = ref_adaptive_avg_pool3d_backward(go, x_shape)
-        out = empty_out(x_shape, np.float32, "channels_last")
-        op = pg.AdaptiveAvgPool3dBackward(go, x_shape, out)
-        assert (op._kernel.c_item == "lanes") == expect_lanes
-        op.execute(n_threads=2)
-        np.testing.assert_allclose(out, want, *tolerance(np.float32))
-        outs.append(_bits(out))
+        for gaps in (False, True):
+            out = _lanes_out(x_shape, dtype, gaps)
+            op = pg.AdaptiveAvgPool3dBackward(go, x_shape, out)
+            assert (op._kernel.c_item == "lanes") == lanes
+            op.execute(n_threads=2)
+            np.testing.assert_allclose(out.astype(np.float64), want, *tolerance(dtype))
+            outs.append(_bits(out))
     return outs
 
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
-def test_lanes_rows_give_the_same_bits_as_e_rows(request):
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16), BFLOAT16],
+                         ids=["f32", "f16", "bf16"])
+def test_lanes_rows_give_the_same_bits_as_e_rows(dtype, request):
     """The channels-last rows formed without E rows: the reference's values, and the bits
-    of the E rows and their combine (the baseline loops, whose item keeps the E rows, and
-    the streamed path, whose plan does)."""
+    of the E rows and their combine (planned with the baseline loops, which keep the E
+    rows), with ordinary and with streaming stores."""
     _plan.gather_geometry.cache_clear()
-    fast = _lanes_runs(True)
+    fast = _lanes_runs(dtype)
     request.getfixturevalue("baseline_simd")
-    base = _lanes_runs(True)
+    base = _lanes_runs(dtype, lanes=False)
+    _kernels._set_simd(True)
     request.getfixturevalue("stream_everything")
     _plan.gather_geometry.cache_clear()
-    streamed = _lanes_runs(False)
+    streamed = _lanes_runs(dtype)
     for a, b, c in zip(fast, base, streamed, strict=True):
         assert np.array_equal(a, b) and np.array_equal(a, c)
 
