@@ -91,6 +91,8 @@ def default_cases():
         Case(A, (32, 256, 56, 56), k=2, s=2),
         Case(A, (32, 256, 56, 56), "float16", k=2, s=2),
         Case(A, (32, 256, 56, 56), "bfloat16", k=2, s=2),
+        Case(A, (32, 256, 56, 56), "float16", k=2, s=2, layout="CL"),
+        Case(A, (32, 256, 56, 56), "bfloat16", k=2, s=2, layout="CL"),
         Case(A, (64, 2048, 7, 7), k=7, s=7, label="avg_pool2d global 64x2048x7x7 k7 f32 NCHW"),
         Case(A, (1, 16, 4, 4), k=4, s=1, label="avg_pool2d seed 1x16x4x4 k4s1p0 f32 NCHW"),
         Case(A3, (4, 32, 16, 64, 64), out=(4, 8, 8)),
@@ -101,6 +103,7 @@ def default_cases():
         Case(M, (32, 64, 112, 112), out=(7, 7), layout="CL"),
         Case(M, (32, 64, 113, 113), out=(7, 7)),
         Case(M, (32, 64, 112, 112), "bfloat16", out=(56, 56)),
+        Case(M, (32, 64, 112, 112), "bfloat16", out=(56, 56), layout="CL"),
     ]
 
 
