@@ -386,9 +386,10 @@ def scatter_sparse(plane, n_out, block):
     return n_out * SPARSE_VALUES <= plane and block >= SPARSE_BLOCK_VALUES
 
 
-# the max-pool gradient whose windows, two wide, tile the plane (W = 2*Wo, H = Ho*kh): the
-# index check's pass codes each index's place in its window, and planes whose indices all
-# lie in their windows are written as a gather from those codes (_kernels._window_item),
+# the max-pool gradient whose windows, two wide, tile the plane (W = 2*Wo, H = Ho*kh), or
+# channels-last with windows of at most 64 positions that tile it: the index check's pass
+# codes each index's place in its window, and planes whose indices all lie in their
+# windows are written as a gather from those codes (_kernels._window_item, _lwindow_run),
 # the others scattered; False: always the scatter (the tests compare the two)
 SCATTER_WINDOW = True
 

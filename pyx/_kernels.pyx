@@ -136,6 +136,11 @@ cdef extern from "pg_scatter.h" nogil:
     void pg_wrows(void* dst, Py_ssize_t rs, Py_ssize_t ds, const void* g, Py_ssize_t gs,
                   int kind, int stream, const uint8_t* code, Py_ssize_t Wo, Py_ssize_t n,
                   Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t chunk)
+    int pg_lcode_row(uint8_t* code, const void* j, int j64, Py_ssize_t js, Py_ssize_t Wo,
+                     Py_ssize_t L, Py_ssize_t base, Py_ssize_t W, Py_ssize_t kh, Py_ssize_t kw)
+    void pg_lwrite_row(void* dst, Py_ssize_t xs, const void* g, Py_ssize_t gs,
+                       const uint8_t* code, int kind, int stream, Py_ssize_t Wo, Py_ssize_t L,
+                       Py_ssize_t kw, Py_ssize_t r)
 
 cdef extern from "pg_omp.h" nogil:
     int pg_omp_max_threads()
@@ -1272,7 +1277,10 @@ cdef class AvgGatherKernel(PlannedKernel):
 # walks every (oh, ow) of the plane in increasing order adding the values whose index falls
 # inside its accumulation block (zero when the item starts: each thread clears its block
 # once, and every item leaves it cleared), and stores the block once.  Repeated indices
-# therefore accumulate in increasing output order whatever the thread count.
+# therefore accumulate in increasing output order whatever the thread count.  Where the
+# windows tile the plane and every index of a plane lies in its own window, the plane is
+# written as a gather instead (_window_item; channels-last: _lwindow_run), with the bits
+# of the scatter.
 
 cdef enum:
     # past a block's bh rows: up to 7 values of shift (pg_flush_shift), then 8 slots where
@@ -1293,7 +1301,9 @@ cdef struct Scatter:
     Py_ssize_t map_at   # sparse: the touched-groups map, in values from a thread's scratch
     Py_ssize_t map_bytes
     int window          # the gather form (_window_item) where a plane's indices allow it
-    Py_ssize_t kh       # its windows' height (their width is 2)
+    int lwindow         # its channels-last form (_lwindow_run)
+    Py_ssize_t kh       # its windows' height (their width is 2; channels-last: kw)
+    Py_ssize_t kw
     Py_ssize_t w_at     # its staging rows, in values from a thread's scratch
     int rows_rng        # planes split into blocks of rows: the index check records each
                         # output row's smallest and largest index (shared workspace), and
@@ -1581,23 +1591,92 @@ cdef Py_ssize_t _wcheck(const idx_t* ind, const Scatter* g, uint8_t* codes, uint
     return bad
 
 
+cdef void _lrow_write(const store_t* go, store_t* gi, const Scatter* g, const uint8_t* codes,
+                      Py_ssize_t item) noexcept nogil:
+    """The kh input rows of output row item % Ho of plane item // Ho (channels-last
+    gather form: pg_lwrite_row)."""
+    cdef int fk = 0 if g.kind == K_F32 else (1 if g.kind == K_BF16 else 2)
+    cdef Py_ssize_t n = item // g.Ho, oh = item % g.Ho, r
+    cdef const store_t* gp = go + n * g.gs[0] + oh * g.gs[3]
+    cdef store_t* xp = gi + n * g.xs[0] + oh * g.kh * g.xs[3]
+    for r in range(g.kh):
+        pg_lwrite_row(xp + r * g.xs[3], g.xs[4], gp, g.gs[4], codes + item * g.Wo * g.L, fk,
+                      g.stream, g.Wo, g.L, g.kw, r)
+
+
+cdef void _lwindow_run(const store_t* go, store_t* gi, const Scatter* g, const uint8_t* codes,
+                       const uint8_t* ok, int nt) noexcept nogil:
+    """The channels-last gather form of every plane whose indices all lie in their windows
+    (ok), one output row's windows an item."""
+    cdef Py_ssize_t item
+    if store_t is double:
+        return
+    if nt <= 1:
+        for item in range(g.N * g.Ho):
+            if ok[item // g.Ho]:
+                _lrow_write(go, gi, g, codes, item)
+        pg_store_fence()
+        return
+    with parallel(num_threads=nt):
+        for item in prange(g.N * g.Ho, schedule='static'):
+            if ok[item // g.Ho]:
+                _lrow_write(go, gi, g, codes, item)
+        pg_store_fence()
+
+
+cdef Py_ssize_t _lcheck(const idx_t* ind, const Scatter* g, uint8_t* codes, uint8_t* okrow,
+                        uint8_t* ok, int nt) noexcept nogil:
+    """The channels-last gather form's check: each output row's codes (pg_lcode_row), a
+    plane ok where all its rows are, and the range check of the other planes.  Returns the
+    number of bad indices."""
+    cdef Py_ssize_t item, n, oh, bad = 0
+    cdef int j64 = 1 if idx_t is int64_t else 0
+    for item in prange(g.N * g.Ho, num_threads=nt, schedule='static', use_threads_if=nt > 1,
+                       nogil=True):
+        okrow[item] = pg_lcode_row(codes + item * g.Wo * g.L,
+                                   ind + (item // g.Ho) * g.js[0] + (item % g.Ho) * g.js[3],
+                                   j64, g.js[4], g.Wo, g.L, (item % g.Ho) * g.kh * g.W, g.W,
+                                   g.kh, g.kw)
+    for n in range(g.N):
+        ok[n] = 1
+        for oh in range(g.Ho):
+            if not okrow[n * g.Ho + oh]:
+                ok[n] = 0
+                break
+    for n in prange(g.N, num_threads=nt, schedule='static', use_threads_if=nt > 1,
+                    nogil=True):
+        if not ok[n]:
+            bad += _plane_bad(ind, g, n, <uint64_t>(g.H * g.W), NULL)
+    return bad
+
+
 cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const Scatter* g,
                        acc_t* scratch, Py_ssize_t per_thread, int nt,
                        const uint8_t* codes, const uint8_t* ok,
                        const int64_t* rng) noexcept nogil:
     """Every plane's item: the gather form where ok says its indices lie in their windows
-    (ok NULL: nowhere), else the scatter (rng: the output rows' index ranges, or NULL)."""
+    (ok NULL: nowhere), else the scatter (rng: the output rows' index ranges, or NULL).
+    Channels-last (g.lwindow): the gather form's planes first, by output rows, then the
+    scatter's items of the other planes."""
     cdef Py_ssize_t n_items = g.N * g.C * g.nbh
     cdef Py_ssize_t item
     cdef Py_ssize_t nblk = g.bh * g.W * g.L + SCATTER_SLACK
     cdef acc_t* buf = scratch
+    if g.lwindow:
+        _lwindow_run(go, gi, g, codes, ok, nt)
+        for item in range(g.N):
+            if not ok[item]:
+                break
+        else:
+            return
     if nt <= 1:
         memset(buf, 0, nblk * sizeof(acc_t))
         if g.map_bytes:
             memset(buf + g.map_at, 0, g.map_bytes)
         for item in range(n_items):
-            if ok != NULL and ok[item]:
-                _window_item(go, gi, g, buf, item, codes)
+            if ok != NULL and ok[item // g.nbh]:
+                if not g.lwindow:
+                    _window_item(go, gi, g, buf, item, codes)
             else:
                 _scatter_item(go, ind, gi, g, buf, item, rng)
         pg_store_fence()
@@ -1608,8 +1687,9 @@ cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const S
         if g.map_bytes:
             memset(buf + g.map_at, 0, g.map_bytes)
         for item in prange(n_items, schedule='static'):
-            if ok != NULL and ok[item]:
-                _window_item(go, gi, g, buf, item, codes)
+            if ok != NULL and ok[item // g.nbh]:
+                if not g.lwindow:
+                    _window_item(go, gi, g, buf, item, codes)
             else:
                 _scatter_item(go, ind, gi, g, buf, item, rng)
         pg_store_fence()
@@ -1754,11 +1834,24 @@ cdef class MaxScatterKernel(PlannedKernel):
                     and g.H % g.Ho == 0 and g.H // g.Ho < 128 and g.W == 2 * g.Wo
                     and g.Wo % 8 == 0 and g.gs[4] == 1 and g.js[4] == 1)
         g.kh = g.H // g.Ho if g.window else 0
+        # channels-last (_lwindow_run): windows of at most 64 positions tiling the plane,
+        # whole vectors of contiguous lanes; its codes a byte per index, then a byte per
+        # output row and one per plane saying whether all lie in their windows
+        g.lwindow = (window and kind != K_F64 and pg_scatter_fast(fk) and g.C == 1
+                     and g.L > 1 and g.L % 8 == 0 and g.Ho > 0 and g.Wo > 0
+                     and g.H % g.Ho == 0 and g.W % g.Wo == 0
+                     and (g.H // g.Ho) * (g.W // g.Wo) <= 64
+                     and g.gs[5] == 1 and g.js[5] == 1 and g.xs[5] == 1)
+        g.kw = 0
+        if g.lwindow:
+            g.kh, g.kw = g.H // g.Ho, g.W // g.Wo
         self.shared_bytes = 0
         if g.window:
             self.shared_bytes = (g.N * g.C * (g.Ho * g.Wo + 1) + 63) // 64 * 64
+        if g.lwindow:
+            self.shared_bytes = (g.N * (g.Ho * g.Wo * g.L + g.Ho + 1) + 63) // 64 * 64
         # planes split into blocks of rows: the output rows' index ranges (two int64 a row)
-        g.rows_rng = g.nbh > 1 and not g.window
+        g.rows_rng = g.nbh > 1 and not g.window and not g.lwindow
         if g.rows_rng:
             self.shared_bytes = (g.N * g.C * g.Ho * 16 + 63) // 64 * 64
         cdef Py_ssize_t acc_size = 8 if kind == K_F64 else 4
@@ -1806,7 +1899,15 @@ cdef class MaxScatterKernel(PlannedKernel):
         cdef uint8_t* ok = NULL
         cdef int64_t* rng = NULL
         cdef Py_ssize_t bad
-        if g.window and pg_scatter_fast(fk):
+        if g.lwindow:
+            codes = <uint8_t*>(scratch - self.shared_bytes)
+            ok = codes + g.N * g.Ho * g.Wo * g.L + g.N * g.Ho
+            if self.traffic >= C_NOGIL_BYTES:
+                with nogil:
+                    bad = self._lcheck_nogil(nt, ind, codes, ok)
+            else:
+                bad = self._lcheck_nogil(nt, ind, codes, ok)
+        elif g.window and pg_scatter_fast(fk):
             # the check's pass codes the indices for the gather form (shared workspace)
             codes = <uint8_t*>(scratch - self.shared_bytes)
             ok = codes + g.N * g.C * g.Ho * g.Wo
@@ -1827,6 +1928,13 @@ cdef class MaxScatterKernel(PlannedKernel):
         else:
             self._launch(scratch, nt, go, gi, ind, codes, ok, rng)
         return 0
+
+    cdef Py_ssize_t _lcheck_nogil(self, int nt, char* ind, uint8_t* codes,
+                                  uint8_t* ok) noexcept nogil:
+        cdef uint8_t* okrow = ok - self.g.N * self.g.Ho
+        if self.idx64:
+            return _lcheck(<const int64_t*>ind, &self.g, codes, okrow, ok, nt)
+        return _lcheck(<const int32_t*>ind, &self.g, codes, okrow, ok, nt)
 
     cdef Py_ssize_t _wcheck_nogil(self, int nt, char* ind, uint8_t* codes,
                                   uint8_t* ok) noexcept nogil:

@@ -576,6 +576,148 @@ static void pg_wrows(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g, ptrdi
 #undef PG_WR
 }
 
+/*
+ * The channels-last gather form (windows kh x kw tiling the plane, L lanes a position, L a
+ * multiple of 8).
+ *
+ * pg_lcode_row (the check's pass): the codes of one output row's indices (Wo columns of
+ * L lanes, columns js apart), r * kw + c where an index is position (r, c) of its own
+ * window (the row's first window at flat position base), else 0xFF; a byte per index,
+ * Wo * L in order.  Returns 1 where all lie in their own windows, which puts them inside
+ * the plane too (an int64 index is tested on its low 32 bits after its high ones are
+ * seen to be zero), else 0.
+ *
+ * pg_lwrite_row (the write pass): input row r of one output row's windows, from the codes
+ * and values (columns gs apart), written to dst (columns xs apart): each value where its
+ * code says, +0.0 elsewhere, the value plus zero as the scatter adds it to its zeroed sums
+ * (so the scatter's bits: -0.0 becomes +0.0, a NaN quiet); streaming stores if `stream`.
+ */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline int pg_lcode_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
+                                ptrdiff_t js, ptrdiff_t Wo, ptrdiff_t L, ptrdiff_t base,
+                                ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
+{
+    const __m256i flip = _mm256_set1_epi32((int)0x80000000u);
+    const __m256i kwf = _mm256_xor_si256(_mm256_set1_epi32((int)kw), flip);
+    const __m256i wv = _mm256_set1_epi32((int)W), kwv = _mm256_set1_epi32((int)kw);
+    const __m256i none = _mm256_set1_epi32(0xFF);
+    const ptrdiff_t isz = j64 ? 8 : 4;
+    __m256i hi = _mm256_setzero_si256(), top = _mm256_setzero_si256();
+    for (ptrdiff_t ow = 0; ow < Wo; ow++, code += L) {
+        const char *jc = (const char *)j + ow * js * isz;
+        const __m256i b = _mm256_set1_epi32((int)(base + ow * kw));
+        for (ptrdiff_t l = 0; l < L; l += 8) {
+            /* q = distance - r*W: inside row r of the window where q < kw (unsigned); at
+             * most one row matches (W >= kw) */
+            __m256i q = _mm256_sub_epi32(pg_wlow8(jc, l, j64, &hi), b);
+            __m256i c = none, cr = _mm256_setzero_si256();
+            for (ptrdiff_t r = 0; r < kh; r++) {
+                c = _mm256_blendv_epi8(c, _mm256_add_epi32(q, cr),
+                                       _mm256_cmpgt_epi32(kwf, _mm256_xor_si256(q, flip)));
+                q = _mm256_sub_epi32(q, wv);
+                cr = _mm256_add_epi32(cr, kwv);
+            }
+            top = _mm256_max_epu32(top, c);
+            const __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(c),
+                                               _mm256_extracti128_si256(c, 1));
+            _mm_storel_epi64((__m128i *)(code + l), _mm_packus_epi16(h, h));
+        }
+    }
+    if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(top, none)))
+        return 0;   /* some index outside its own window */
+    if (j64 && _mm256_movemask_epi8(_mm256_cmpeq_epi32(
+                   _mm256_and_si256(hi, _mm256_set1_epi64x((long long)0xFFFFFFFF00000000ull)),
+                   _mm256_setzero_si256())) != -1)
+        return 0;   /* some index at or past 2**32, or negative */
+    return 1;
+}
+
+__attribute__((target("avx2,f16c")))
+static int pg_lcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t js, ptrdiff_t Wo,
+                        ptrdiff_t L, ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
+{
+    if (kh == 2 && kw == 2) {   /* the 2x2 windows as constants */
+        if (j64) return pg_lcode_body(code, j, 1, js, Wo, L, base, W, 2, 2);
+        return pg_lcode_body(code, j, 0, js, Wo, L, base, W, 2, 2);
+    }
+    if (j64) return pg_lcode_body(code, j, 1, js, Wo, L, base, W, kh, kw);
+    return pg_lcode_body(code, j, 0, js, Wo, L, base, W, kh, kw);
+}
+
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_lwrite_body(char *PG_RESTRICT dst, ptrdiff_t xs, const char *g,
+                                  ptrdiff_t gs, const uint8_t *code, int kind, int stream,
+                                  ptrdiff_t Wo, ptrdiff_t L, ptrdiff_t kw, ptrdiff_t r)
+{
+    const ptrdiff_t es = kind ? 2 : 4;
+    const __m256 zero = _mm256_setzero_ps();
+    for (ptrdiff_t ow = 0; ow < Wo; ow++, code += L) {
+        const char *gp = g + ow * gs * es;
+        char *dp = dst + ow * kw * xs * es;
+        for (ptrdiff_t l = 0; l < L; l += 8) {
+            const __m128i q8 = _mm_loadl_epi64((const __m128i *)(code + l));
+            if (kind == 0) {
+                const __m256i v = _mm256_castps_si256(
+                    _mm256_add_ps(zero, _mm256_loadu_ps((const float *)gp + l)));
+                const __m256i q = _mm256_cvtepu8_epi32(q8);
+                for (ptrdiff_t c = 0; c < kw; c++) {
+                    const __m256i x = _mm256_and_si256(
+                        _mm256_cmpeq_epi32(q, _mm256_set1_epi32((int)(r * kw + c))), v);
+                    char *p = dp + (c * xs + l) * es;
+                    if (stream) pg_stream32(p, x);
+                    else _mm256_storeu_si256((__m256i *)p, x);
+                }
+            } else {
+                const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)gp + l));
+                __m128i v;
+                if (kind == 1) {
+                    /* a bfloat16 value plus zero is a bfloat16 value: its top half */
+                    const __m256i w = _mm256_srli_epi32(_mm256_castps_si256(_mm256_add_ps(
+                        zero, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)))),
+                        16);
+                    v = _mm_packus_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+                } else {
+                    v = _mm256_cvtps_ph(_mm256_add_ps(zero, _mm256_cvtph_ps(h)),
+                                        _MM_FROUND_TO_NEAREST_INT);
+                }
+                const __m128i q = _mm_cvtepu8_epi16(q8);
+                for (ptrdiff_t c = 0; c < kw; c++) {
+                    const __m128i x = _mm_and_si128(
+                        _mm_cmpeq_epi16(q, _mm_set1_epi16((short)(r * kw + c))), v);
+                    __m128i *p = (__m128i *)(dp + (c * xs + l) * es);
+                    if (stream) _mm_stream_si128(p, x);
+                    else _mm_storeu_si128(p, x);
+                }
+            }
+        }
+    }
+}
+
+__attribute__((target("avx2,f16c")))
+static void pg_lwrite_row(void *dst, ptrdiff_t xs, const void *g, ptrdiff_t gs,
+                          const uint8_t *code, int kind, int stream, ptrdiff_t Wo, ptrdiff_t L,
+                          ptrdiff_t kw, ptrdiff_t r)
+{
+    /* streaming stores of 16 bytes: dst and the column stride 16-byte aligned */
+    stream = stream && ((uintptr_t)dst % 16u) == 0 && (xs * (kind ? 2 : 4)) % 16 == 0;
+#define PG_LW(k, s, w) pg_lwrite_body((char *)dst, xs, (const char *)g, gs, code, k, s, Wo, \
+                                      L, w, r)
+#define PG_LW_KIND(s, w) do {                                                               \
+        if (kind == 0) PG_LW(0, s, w);                                                      \
+        else if (kind == 1) PG_LW(1, s, w);                                                 \
+        else PG_LW(2, s, w);                                                                \
+    } while (0)
+    if (kw == 2) {
+        if (stream) PG_LW_KIND(1, 2);
+        else PG_LW_KIND(0, 2);
+    } else {
+        if (stream) PG_LW_KIND(1, kw);
+        else PG_LW_KIND(0, kw);
+    }
+#undef PG_LW_KIND
+#undef PG_LW
+}
+
 #else
 static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
 {
@@ -602,6 +744,22 @@ static int pg_wcode_plane(uint8_t *code, const void *j, int j64, ptrdiff_t Ho, p
 {
     (void)code; (void)j; (void)j64; (void)Ho; (void)Wo; (void)js; (void)W; (void)kh;
     return 0;
+}
+
+static int pg_lcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t js, ptrdiff_t Wo,
+                        ptrdiff_t L, ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
+{
+    (void)code; (void)j; (void)j64; (void)js; (void)Wo; (void)L; (void)base; (void)W;
+    (void)kh; (void)kw;
+    return 0;
+}
+
+static void pg_lwrite_row(void *dst, ptrdiff_t xs, const void *g, ptrdiff_t gs,
+                          const uint8_t *code, int kind, int stream, ptrdiff_t Wo, ptrdiff_t L,
+                          ptrdiff_t kw, ptrdiff_t r)
+{
+    (void)dst; (void)xs; (void)g; (void)gs; (void)code; (void)kind; (void)stream; (void)Wo;
+    (void)L; (void)kw; (void)r;
 }
 
 static void pg_wrows(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g, ptrdiff_t gs,

@@ -988,6 +988,114 @@ def test_max_pool_gather_form_plan_and_workspace():
             assert np.all(dst == 5.0)
 
 
+# the channels-last gather form (pg_scatter.h: pg_lcode_row, pg_lwrite_row): windows of
+# at most 64 positions tiling the plane, C a multiple of 8 (C = 16 q + 8 too)
+LWINDOW_CASES = [  # (x shape, output size)
+    ((2, 16, 8, 8), (4, 4)),       # 2 x 2
+    ((3, 24, 12, 10), (4, 5)),     # 3 x 2
+    ((1, 8, 6, 16), (2, 4)),       # 3 x 4
+    ((2, 8, 16, 32), (2, 4)),      # 8 x 8, the largest
+    ((1, 16, 5, 16), (5, 4)),      # 1 x 4
+]
+
+
+def _lanes_view(shape, dtype, gap):
+    """A channels-last grad_input filled with 7: columns C (gap: C + 24) lanes apart, at
+    `gap` elements into its buffer (1: not 16-byte aligned)."""
+    n, c, h, w = shape
+    store = np.full((n, h, w, c + (24 if gap else 0)), 7, dtype)
+    return store[..., gap:gap + c].transpose(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("mode", [None, "stream_everything"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_max_pool_channels_last_gather_form_gives_the_scatters_bits(dtype, mode, request):
+    """The channels-last gather form against the scatter: special values, int32 and int64
+    indices, planes with a stray index or one position twice (those take the scatter),
+    grad_input columns apart and unaligned, streamed or not, 1 and 3 threads."""
+    if mode:
+        request.getfixturevalue(mode)
+    rng = np.random.default_rng(22)
+    cases = []
+    for x_shape, o in LWINDOW_CASES:
+        for kind in ("window", "stray"):
+            idx = _as(_window_indices(x_shape, o, rng, kind), "channels_last")
+            go = _as(_special(idx.shape, dtype, rng), "channels_last")
+            for idx_dtype in (np.int64, np.int32):
+                cases.append((x_shape, go, idx.astype(idx_dtype), kind))
+
+    def runs():
+        outs = []
+        for x_shape, go, idx, kind in cases:
+            want = ref_adaptive_max_pool2d_backward(go, x_shape, idx)
+            for gap in (0, 1, 8):
+                out = _lanes_view(x_shape, dtype, gap)
+                op = pg.AdaptiveMaxPool2dBackward(go, x_shape, idx, out)
+                if dtype != np.float64 and _kernels.simd_in_use() == "avx2":
+                    assert (op._kernel.shared_bytes > 0) == _plan.SCATTER_WINDOW
+                for nt in (1, 3):
+                    out[...] = 7
+                    op.execute(n_threads=nt)
+                    np.testing.assert_allclose(out.astype(np.float64), want,
+                                               *tolerance(dtype))
+                    if gap:
+                        assert np.all(out.base[..., :gap] == 7)
+                        assert np.all(out.base[..., gap + x_shape[1]:] == 7)
+                    outs.append(_bits(out))
+        return outs
+
+    _same_bits_after(request, "no_window", runs)
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+def test_max_pool_channels_last_gather_form_codes_and_bad_indices():
+    """The check's pass of the channels-last gather form: each index's code r * kw + c in
+    its own window, at the workspace's 64-byte aligned start, then a byte per output row
+    and one per plane saying that all lie in their windows; not planned where the windows
+    do not tile the plane, are larger than 64 positions or C is not a multiple of 8; a bad
+    index anywhere (its low 32 bits in its own window included) leaves grad_input
+    untouched."""
+    rng = np.random.default_rng(6)
+    x_shape, o = (2, 16, 12, 10), (4, 5)      # windows 3 x 2
+    idx = _window_indices(x_shape, o, rng, "window")
+    go = _as(make_array(idx.shape, np.float32, rng), "channels_last")
+    gi = _lanes_view(x_shape, np.float32, 0)
+    n, c, ho, wo = idx.shape
+    rows = (idx // 10 - np.arange(4)[:, None] * 3)
+    cols = (idx % 10 - np.arange(5) * 2)
+    want = (rows * 2 + cols).transpose(0, 2, 3, 1)         # (N, Ho, Wo, C)
+    stray = idx.copy()
+    stray[1, 5, 2, 3] = 0
+    for j, planes in ((idx, [1, 1]), (stray, [1, 0])):
+        op = pg.AdaptiveMaxPool2dBackward(go, x_shape, _as(j, "channels_last"), gi)
+        assert op._kernel.shared_bytes >= idx.size + n * ho + n
+        ws = np.zeros(op.workspace_size, np.uint8)
+        op.execute(ws)
+        np.testing.assert_array_equal(gi, ref_adaptive_max_pool2d_backward(go, x_shape, j))
+        at = (-ws.ctypes.data) % 64
+        codes = ws[at:at + idx.size].reshape(n, ho, wo, c)
+        okrow = ws[at + idx.size:at + idx.size + n * ho].reshape(n, ho)
+        ok = ws[at + idx.size + n * ho:at + idx.size + n * ho + n]
+        np.testing.assert_array_equal(ok, planes)
+        np.testing.assert_array_equal(codes[0], want[0])
+        assert np.all(okrow[0] == 1) and okrow[1].min() == planes[1]
+    for shape, out, ch in [((2, 16, 13, 10), (4, 5), 16), ((1, 8, 18, 9), (2, 1), 8),
+                           ((2, 12, 8, 8), (4, 4), 12)]:
+        j = _as(np.zeros((shape[0], ch) + out, np.int64), "channels_last")
+        k = pg.AdaptiveMaxPool2dBackward(_as(np.zeros(j.shape, np.float32), "channels_last"),
+                                         shape, j, _lanes_view(shape, np.float32, 0))._kernel
+        assert k.shared_bytes == 0, shape
+    own = int(idx[1, 6, 3, 4])
+    for bad_value in (-1, 120, own + 2**32, own - 2**32, own + 2**31):
+        bad = idx.copy()
+        bad[1, 6, 3, 4] = bad_value
+        dst = _lanes_view(x_shape, np.float32, 0)
+        with pytest.raises(pg.ParamInvalidError) as e:
+            pg.AdaptiveMaxPool2dBackward(go, x_shape, _as(bad, "channels_last"), dst).execute()
+        assert e.value.code == 161002
+        assert np.all(dst == 7)
+
+
 def _as(a, layout):
     from conftest import as_layout
     return as_layout(a, layout)
