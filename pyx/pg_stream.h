@@ -166,21 +166,7 @@ static void pg_combine_stream_avx2_f32(float *dst, const float *const *rows, ptr
 #endif
 
 #if PG_X86_DISPATCH
-/*
- * A channels-last grad_input row (W columns of L lanes, L a multiple of 8; column w at
- * dst + w*ds) formed straight from the grad_output rows of its nr covering windows, without
- * E rows and without a copy of those rows.  Column ow of row r is the L contiguous lanes at
- * g[r] + ow*gs (float32, or float16 / bfloat16 bits: kind 0, 1, 2), widened and multiplied
- * by its W weight ww[ow] as it is loaded (ww NULL: no W weight):
- *   dst[w*ds + l] = sum over r, left to right, of k[r] * (v_r(tap[w*m]) + ... )
- * over the taps of column w that are grad_output columns (< Wo; the padding taps after
- * them, -0.0 in the E rows, change no value, and a column no window covers sums to +0.0).
- * These are the values of the E rows (pg_expand.h's lanes loop: k times the taps summed
- * left to right) and the sums the combine forms of them (left to right, rounded once to
- * 16 bits), so the same bits, in registers.  With `stream`, non-temporal stores (dst and
- * ds aligned to the store's width, checked by the caller).
- */
-/* eight float32 values rounded to bfloat16 (pg_bf16_round8_avx2's values), as 8 bits
+/* eight float32 values rounded to bfloat16 (pg_bf16_round8_avx2's values), as 8 bit
  * patterns in 128 bits: vectors without NaN (nearly all) take the rounding alone */
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
 static inline __m128i pg_lanes_bf16(__m256 s)
@@ -293,6 +279,20 @@ static inline void pg_lanes_put8(char *p, __m256 s, int kind, int stream)
     else _mm_storeu_si128((__m128i *)p, q[0]);
 }
 
+/*
+ * A channels-last grad_input row (W columns of L lanes, L a multiple of 8; column w at
+ * dst + w*ds) formed straight from the grad_output rows of its nr covering windows, without
+ * E rows and without a copy of those rows.  Column ow of row r is the L contiguous lanes at
+ * g[r] + ow*gs (float32, or float16 / bfloat16 bits: kind 0, 1, 2), widened and multiplied
+ * by its W weight ww[ow] as it is loaded (ww NULL: no W weight):
+ *   dst[w*ds + l] = sum over r, left to right, of k[r] * (v_r(tap[w*m]) + ... )
+ * over the taps of column w that are grad_output columns (< Wo; the padding taps after
+ * them, -0.0 in the E rows, change no value, and a column no window covers sums to +0.0).
+ * These are the values of the E rows (pg_expand.h's lanes loop: k times the taps summed
+ * left to right) and the sums the combine forms of them (left to right, rounded once to
+ * 16 bits), so the same bits, in registers.  With `stream`, non-temporal stores of 16
+ * bytes (pg_lanes_row checks that dst and ds allow them).
+ */
 PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
 static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, const void *const *g,
                                      ptrdiff_t gs, const float *k, const float *ww,
