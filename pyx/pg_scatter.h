@@ -344,32 +344,56 @@ static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
  * streaming stores if `stream` (dst and ds multiples of 16).  The sums are formed with
  * the instructions of the scatter's AVX2 loops and flush, so the bits are the scatter's.
  */
-/* the codes of eight indices x (their low 32 bits; the high ones are the caller's) at
- * distances from their windows' top-left positions cur: kh rows tested (kh2: two,
- * unrolled) */
+/* the codes kw * r + c of eight indices x (their low 32 bits; the high ones are the
+ * caller's) at distances from their windows' top-left positions cur, windows kw wide: kh
+ * rows tested (kh2: two, unrolled) */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m256i pg_wcode8(__m256i x, __m256i cur, ptrdiff_t W, ptrdiff_t kh, int kh2)
+static inline __m256i pg_wcode8(__m256i x, __m256i cur, ptrdiff_t W, ptrdiff_t kh,
+                                ptrdiff_t kw, int kh2)
 {
     const __m256i flip = _mm256_set1_epi32((int)0x80000000u);
-    const __m256i two = _mm256_xor_si256(_mm256_set1_epi32(2), flip);
-    const __m256i wv = _mm256_set1_epi32((int)W), twov = _mm256_set1_epi32(2);
+    const __m256i kwf = _mm256_xor_si256(_mm256_set1_epi32((int)kw), flip);
+    const __m256i wv = _mm256_set1_epi32((int)W), kwv = _mm256_set1_epi32((int)kw);
     __m256i q = _mm256_sub_epi32(x, cur), c = _mm256_set1_epi32(0xFF);
-    /* q = distance - r*W: inside row r of the window where q < 2 (unsigned); at most one
-     * row matches (W >= 2) */
+    /* q = distance - r*W: inside row r of the window where q < kw (unsigned); at most one
+     * row matches (W >= kw) */
     if (kh2) {
         const __m256i q1 = _mm256_sub_epi32(q, wv);
-        c = _mm256_blendv_epi8(c, q, _mm256_cmpgt_epi32(two, _mm256_xor_si256(q, flip)));
-        return _mm256_blendv_epi8(c, _mm256_add_epi32(q1, twov),
-                                  _mm256_cmpgt_epi32(two, _mm256_xor_si256(q1, flip)));
+        c = _mm256_blendv_epi8(c, q, _mm256_cmpgt_epi32(kwf, _mm256_xor_si256(q, flip)));
+        return _mm256_blendv_epi8(c, _mm256_add_epi32(q1, kwv),
+                                  _mm256_cmpgt_epi32(kwf, _mm256_xor_si256(q1, flip)));
     }
     __m256i cr = _mm256_setzero_si256();
     for (ptrdiff_t r = 0; r < kh; r++) {
         c = _mm256_blendv_epi8(c, _mm256_add_epi32(q, cr),
-                               _mm256_cmpgt_epi32(two, _mm256_xor_si256(q, flip)));
+                               _mm256_cmpgt_epi32(kwf, _mm256_xor_si256(q, flip)));
         q = _mm256_sub_epi32(q, wv);
-        cr = _mm256_add_epi32(cr, twov);
+        cr = _mm256_add_epi32(cr, kwv);
     }
     return c;
+}
+
+/* eight codes (one per 32-bit lane of c) stored as bytes at code; *top keeps the largest */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_wcode_put8(uint8_t *code, __m256i c, __m256i *top)
+{
+    *top = _mm256_max_epu32(*top, c);
+    const __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
+    _mm_storel_epi64((__m128i *)code, _mm_packus_epi16(h, h));
+}
+
+/* 1 where every code coded was a window position (top below 0xFF) and, for int64 indices,
+ * every high half or-ed into hi was zero */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline int pg_wcode_all_in(__m256i top, __m256i hi, int j64)
+{
+    if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(top, _mm256_set1_epi32(0xFF))))
+        return 0;   /* some index outside its own window */
+    if (j64 && _mm256_movemask_epi8(_mm256_cmpeq_epi32(
+                   _mm256_and_si256(hi, _mm256_set1_epi64x((long long)0xFFFFFFFF00000000ull)),
+                   _mm256_setzero_si256())) != -1)
+        return 0;   /* some index at or past 2**32, or negative */
+    return 1;
 }
 
 /* the low 32 bits of the eight indices at j + o, in order; int64: the high ones or-ed into
@@ -396,7 +420,6 @@ static inline int pg_wcode_body(uint8_t *PG_RESTRICT code, const void *j, int j6
                                 ptrdiff_t Ho, ptrdiff_t Wo, ptrdiff_t js, ptrdiff_t W,
                                 ptrdiff_t kh, int kh2)
 {
-    const __m256i none = _mm256_set1_epi32(0xFF);
     const __m256i step8 = _mm256_set1_epi32(16);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5);
     const ptrdiff_t isz = j64 ? 8 : 4;
@@ -408,9 +431,9 @@ static inline int pg_wcode_body(uint8_t *PG_RESTRICT code, const void *j, int j6
         __m256i cur = _mm256_add_epi32(_mm256_set1_epi32((int)(oh * kh * W)), lanes);
         ptrdiff_t o = 0;
         for (; o + 16 <= Wo; o += 16) {
-            const __m256i c0 = pg_wcode8(pg_wlow8(jr, o, j64, &hi), cur, W, kh, kh2);
+            const __m256i c0 = pg_wcode8(pg_wlow8(jr, o, j64, &hi), cur, W, kh, 2, kh2);
             cur = _mm256_add_epi32(cur, step8);
-            const __m256i c1 = pg_wcode8(pg_wlow8(jr, o + 8, j64, &hi), cur, W, kh, kh2);
+            const __m256i c1 = pg_wcode8(pg_wlow8(jr, o + 8, j64, &hi), cur, W, kh, 2, kh2);
             cur = _mm256_add_epi32(cur, step8);
             top = _mm256_max_epu32(top, _mm256_max_epu32(c0, c1));
             /* bytes: dwords 0 1 of the first 128 bits hold codes 0-3 and 8-11, of the
@@ -419,21 +442,11 @@ static inline int pg_wcode_body(uint8_t *PG_RESTRICT code, const void *j, int j6
             const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w, w), order);
             _mm_storeu_si128((__m128i *)(code + o), _mm256_castsi256_si128(b));
         }
-        if (o < Wo) {   /* Wo = 16 k + 8 */
-            const __m256i c = pg_wcode8(pg_wlow8(jr, o, j64, &hi), cur, W, kh, kh2);
-            top = _mm256_max_epu32(top, c);
-            const __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(c),
-                                               _mm256_extracti128_si256(c, 1));
-            _mm_storel_epi64((__m128i *)(code + o), _mm_packus_epi16(h, h));
-        }
+        if (o < Wo)     /* Wo = 16 k + 8 */
+            pg_wcode_put8(code + o, pg_wcode8(pg_wlow8(jr, o, j64, &hi), cur, W, kh, 2, kh2),
+                          &top);
     }
-    if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(top, none)))
-        return 0;   /* some index outside its own window */
-    if (j64 && _mm256_movemask_epi8(_mm256_cmpeq_epi32(
-                   _mm256_and_si256(hi, _mm256_set1_epi64x((long long)0xFFFFFFFF00000000ull)),
-                   _mm256_setzero_si256())) != -1)
-        return 0;   /* some index at or past 2**32, or negative */
-    return 1;
+    return pg_wcode_all_in(top, hi, j64);
 }
 
 __attribute__((target("avx2,f16c")))
@@ -597,39 +610,16 @@ static inline int pg_lcode_body(uint8_t *PG_RESTRICT code, const void *j, int j6
                                 ptrdiff_t js, ptrdiff_t Wo, ptrdiff_t L, ptrdiff_t base,
                                 ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
 {
-    const __m256i flip = _mm256_set1_epi32((int)0x80000000u);
-    const __m256i kwf = _mm256_xor_si256(_mm256_set1_epi32((int)kw), flip);
-    const __m256i wv = _mm256_set1_epi32((int)W), kwv = _mm256_set1_epi32((int)kw);
-    const __m256i none = _mm256_set1_epi32(0xFF);
     const ptrdiff_t isz = j64 ? 8 : 4;
     __m256i hi = _mm256_setzero_si256(), top = _mm256_setzero_si256();
     for (ptrdiff_t ow = 0; ow < Wo; ow++, code += L) {
         const char *jc = (const char *)j + ow * js * isz;
         const __m256i b = _mm256_set1_epi32((int)(base + ow * kw));
-        for (ptrdiff_t l = 0; l < L; l += 8) {
-            /* q = distance - r*W: inside row r of the window where q < kw (unsigned); at
-             * most one row matches (W >= kw) */
-            __m256i q = _mm256_sub_epi32(pg_wlow8(jc, l, j64, &hi), b);
-            __m256i c = none, cr = _mm256_setzero_si256();
-            for (ptrdiff_t r = 0; r < kh; r++) {
-                c = _mm256_blendv_epi8(c, _mm256_add_epi32(q, cr),
-                                       _mm256_cmpgt_epi32(kwf, _mm256_xor_si256(q, flip)));
-                q = _mm256_sub_epi32(q, wv);
-                cr = _mm256_add_epi32(cr, kwv);
-            }
-            top = _mm256_max_epu32(top, c);
-            const __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(c),
-                                               _mm256_extracti128_si256(c, 1));
-            _mm_storel_epi64((__m128i *)(code + l), _mm_packus_epi16(h, h));
-        }
+        for (ptrdiff_t l = 0; l < L; l += 8)
+            pg_wcode_put8(code + l, pg_wcode8(pg_wlow8(jc, l, j64, &hi), b, W, kh, kw, kh == 2),
+                          &top);
     }
-    if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(top, none)))
-        return 0;   /* some index outside its own window */
-    if (j64 && _mm256_movemask_epi8(_mm256_cmpeq_epi32(
-                   _mm256_and_si256(hi, _mm256_set1_epi64x((long long)0xFFFFFFFF00000000ull)),
-                   _mm256_setzero_si256())) != -1)
-        return 0;   /* some index at or past 2**32, or negative */
-    return 1;
+    return pg_wcode_all_in(top, hi, j64);
 }
 
 __attribute__((target("avx2,f16c")))
