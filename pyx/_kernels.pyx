@@ -138,9 +138,9 @@ cdef extern from "pg_scatter.h" nogil:
                   Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t chunk)
     int pg_lcode_row(uint8_t* code, const void* j, int j64, Py_ssize_t js, Py_ssize_t Wo,
                      Py_ssize_t L, Py_ssize_t base, Py_ssize_t W, Py_ssize_t kh, Py_ssize_t kw)
-    void pg_lwrite_row(void* dst, Py_ssize_t xs, const void* g, Py_ssize_t gs,
+    void pg_lwrite_row(void* dst, Py_ssize_t rs, Py_ssize_t xs, const void* g, Py_ssize_t gs,
                        const uint8_t* code, int kind, int stream, Py_ssize_t Wo, Py_ssize_t L,
-                       Py_ssize_t kw, Py_ssize_t r)
+                       Py_ssize_t kh, Py_ssize_t kw)
 
 cdef extern from "pg_omp.h" nogil:
     int pg_omp_max_threads()
@@ -1596,12 +1596,10 @@ cdef void _lrow_write(const store_t* go, store_t* gi, const Scatter* g, const ui
     """The kh input rows of output row item % Ho of plane item // Ho (channels-last
     gather form: pg_lwrite_row)."""
     cdef int fk = 0 if g.kind == K_F32 else (1 if g.kind == K_BF16 else 2)
-    cdef Py_ssize_t n = item // g.Ho, oh = item % g.Ho, r
-    cdef const store_t* gp = go + n * g.gs[0] + oh * g.gs[3]
-    cdef store_t* xp = gi + n * g.xs[0] + oh * g.kh * g.xs[3]
-    for r in range(g.kh):
-        pg_lwrite_row(xp + r * g.xs[3], g.xs[4], gp, g.gs[4], codes + item * g.Wo * g.L, fk,
-                      g.stream, g.Wo, g.L, g.kw, r)
+    cdef Py_ssize_t n = item // g.Ho, oh = item % g.Ho
+    pg_lwrite_row(gi + n * g.xs[0] + oh * g.kh * g.xs[3], g.xs[3], g.xs[4],
+                  go + n * g.gs[0] + oh * g.gs[3], g.gs[4], codes + item * g.Wo * g.L, fk,
+                  g.stream, g.Wo, g.L, g.kh, g.kw)
 
 
 cdef void _lwindow_run(const store_t* go, store_t* gi, const Scatter* g, const uint8_t* codes,

@@ -600,10 +600,11 @@ static void pg_wrows(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g, ptrdi
  * the plane too (an int64 index is tested on its low 32 bits after its high ones are
  * seen to be zero), else 0.
  *
- * pg_lwrite_row (the write pass): input row r of one output row's windows, from the codes
- * and values (columns gs apart), written to dst (columns xs apart): each value where its
- * code says, +0.0 elsewhere, the value plus zero as the scatter adds it to its zeroed sums
- * (so the scatter's bits: -0.0 becomes +0.0, a NaN quiet); streaming stores if `stream`.
+ * pg_lwrite_row (the write pass): the kh input rows of one output row's windows, from the
+ * codes and values (columns gs apart), written to dst (rows rs, columns xs apart): each
+ * value where its code says, +0.0 elsewhere, the value plus zero as the scatter adds it to
+ * its zeroed sums (so the scatter's bits: -0.0 becomes +0.0, a NaN quiet); streaming
+ * stores if `stream`.
  */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline int pg_lcode_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
@@ -634,49 +635,78 @@ static int pg_lcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t js, ptr
     return pg_lcode_body(code, j, 0, js, Wo, L, base, W, kh, kw);
 }
 
+/* up to PG_LBLOCK lanes of one output column at a time: their codes widened and their
+ * values formed once (the value plus zero), then the kh * kw input columns of the window
+ * written one after another, each column's lanes in order, so that one or two output
+ * lines are open at a time (lanes outer and columns inner kept kw partial lines open, more
+ * than the write combining of streaming stores holds for wide windows) */
+#define PG_LBLOCK 1024
+
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_lwrite_body(char *PG_RESTRICT dst, ptrdiff_t xs, const char *g,
-                                  ptrdiff_t gs, const uint8_t *code, int kind, int stream,
-                                  ptrdiff_t Wo, ptrdiff_t L, ptrdiff_t kw, ptrdiff_t r)
+static inline void pg_lwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, ptrdiff_t xs,
+                                  const char *g, ptrdiff_t gs, const uint8_t *code, int kind,
+                                  int stream, ptrdiff_t Wo, ptrdiff_t L, ptrdiff_t kh,
+                                  ptrdiff_t kw)
 {
     const ptrdiff_t es = kind ? 2 : 4;
     const __m256 zero = _mm256_setzero_ps();
-    for (ptrdiff_t ow = 0; ow < Wo; ow++, code += L) {
-        const char *gp = g + ow * gs * es;
-        char *dp = dst + ow * kw * xs * es;
-        for (ptrdiff_t l = 0; l < L; l += 8) {
-            const __m128i q8 = _mm_loadl_epi64((const __m128i *)(code + l));
-            if (kind == 0) {
-                const __m256i v = _mm256_castps_si256(
-                    _mm256_add_ps(zero, _mm256_loadu_ps((const float *)gp + l)));
-                const __m256i q = _mm256_cvtepu8_epi32(q8);
-                for (ptrdiff_t c = 0; c < kw; c++) {
-                    const __m256i x = _mm256_and_si256(
-                        _mm256_cmpeq_epi32(q, _mm256_set1_epi32((int)(r * kw + c))), v);
-                    char *p = dp + (c * xs + l) * es;
-                    if (stream) pg_stream32(p, x);
-                    else _mm256_storeu_si256((__m256i *)p, x);
+    __attribute__((aligned(32))) uint32_t qbuf[PG_LBLOCK];   /* codes: 32 or 16 bits */
+    __attribute__((aligned(32))) uint32_t vbuf[PG_LBLOCK];   /* values: 4 or 2 bytes */
+    for (ptrdiff_t ow = 0; ow < Wo; ow++) {
+        for (ptrdiff_t l0 = 0; l0 < L; l0 += PG_LBLOCK) {
+            const ptrdiff_t nb = L - l0 < PG_LBLOCK ? L - l0 : PG_LBLOCK;
+            const uint8_t *cp = code + ow * L + l0;
+            const char *gp = g + (ow * gs + l0) * es;
+            for (ptrdiff_t l = 0; l < nb; l += 8) {
+                const __m128i q8 = _mm_loadl_epi64((const __m128i *)(cp + l));
+                if (kind == 0) {
+                    _mm256_store_si256((__m256i *)(qbuf + l), _mm256_cvtepu8_epi32(q8));
+                    _mm256_store_ps((float *)vbuf + l,
+                                    _mm256_add_ps(zero, _mm256_loadu_ps((const float *)gp + l)));
+                    continue;
                 }
-            } else {
                 const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)gp + l));
                 __m128i v;
                 if (kind == 1) {
                     /* a bfloat16 value plus zero is a bfloat16 value: its top half */
                     const __m256i w = _mm256_srli_epi32(_mm256_castps_si256(_mm256_add_ps(
-                        zero, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)))),
+                        zero,
+                        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)))),
                         16);
-                    v = _mm_packus_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+                    v = _mm_packus_epi32(_mm256_castsi256_si128(w),
+                                         _mm256_extracti128_si256(w, 1));
                 } else {
                     v = _mm256_cvtps_ph(_mm256_add_ps(zero, _mm256_cvtph_ps(h)),
                                         _MM_FROUND_TO_NEAREST_INT);
                 }
-                const __m128i q = _mm_cvtepu8_epi16(q8);
+                _mm_store_si128((__m128i *)((uint16_t *)qbuf + l), _mm_cvtepu8_epi16(q8));
+                _mm_store_si128((__m128i *)((uint16_t *)vbuf + l), v);
+            }
+            for (ptrdiff_t r = 0; r < kh; r++) {
                 for (ptrdiff_t c = 0; c < kw; c++) {
-                    const __m128i x = _mm_and_si128(
-                        _mm_cmpeq_epi16(q, _mm_set1_epi16((short)(r * kw + c))), v);
-                    __m128i *p = (__m128i *)(dp + (c * xs + l) * es);
-                    if (stream) _mm_stream_si128(p, x);
-                    else _mm_storeu_si128(p, x);
+                    char *dp = dst + (r * rs + (ow * kw + c) * xs + l0) * es;
+                    const int want = (int)(r * kw + c);
+                    if (kind == 0) {
+                        const __m256i wv = _mm256_set1_epi32(want);
+                        for (ptrdiff_t l = 0; l < nb; l += 8) {
+                            const __m256i x = _mm256_and_si256(
+                                _mm256_cmpeq_epi32(_mm256_load_si256((const __m256i *)(qbuf + l)),
+                                                   wv),
+                                _mm256_load_si256((const __m256i *)(vbuf + l)));
+                            if (stream) pg_stream32(dp + l * 4, x);
+                            else _mm256_storeu_si256((__m256i *)(dp + l * 4), x);
+                        }
+                    } else {
+                        const __m128i wv = _mm_set1_epi16((short)want);
+                        for (ptrdiff_t l = 0; l < nb; l += 8) {
+                            const __m128i x = _mm_and_si128(
+                                _mm_cmpeq_epi16(
+                                    _mm_load_si128((const __m128i *)((uint16_t *)qbuf + l)), wv),
+                                _mm_load_si128((const __m128i *)((uint16_t *)vbuf + l)));
+                            if (stream) _mm_stream_si128((__m128i *)(dp + l * 2), x);
+                            else _mm_storeu_si128((__m128i *)(dp + l * 2), x);
+                        }
+                    }
                 }
             }
         }
@@ -684,25 +714,26 @@ static inline void pg_lwrite_body(char *PG_RESTRICT dst, ptrdiff_t xs, const cha
 }
 
 __attribute__((target("avx2,f16c")))
-static void pg_lwrite_row(void *dst, ptrdiff_t xs, const void *g, ptrdiff_t gs,
+static void pg_lwrite_row(void *dst, ptrdiff_t rs, ptrdiff_t xs, const void *g, ptrdiff_t gs,
                           const uint8_t *code, int kind, int stream, ptrdiff_t Wo, ptrdiff_t L,
-                          ptrdiff_t kw, ptrdiff_t r)
+                          ptrdiff_t kh, ptrdiff_t kw)
 {
-    /* streaming stores of 16 bytes: dst and the column stride 16-byte aligned */
-    stream = stream && ((uintptr_t)dst % 16u) == 0 && (xs * (kind ? 2 : 4)) % 16 == 0;
-#define PG_LW(k, s, w) pg_lwrite_body((char *)dst, xs, (const char *)g, gs, code, k, s, Wo, \
-                                      L, w, r)
-#define PG_LW_KIND(s, w) do {                                                               \
-        if (kind == 0) PG_LW(0, s, w);                                                      \
-        else if (kind == 1) PG_LW(1, s, w);                                                 \
-        else PG_LW(2, s, w);                                                                \
+    /* streaming stores of 16 bytes: dst and the row and column strides 16-byte aligned */
+    const ptrdiff_t es = kind ? 2 : 4;
+    stream = stream && ((uintptr_t)dst % 16u) == 0 && (xs * es) % 16 == 0 && (rs * es) % 16 == 0;
+#define PG_LW(k, s, h, w) pg_lwrite_body((char *)dst, rs, xs, (const char *)g, gs, code, k, s, \
+                                         Wo, L, h, w)
+#define PG_LW_KIND(s, h, w) do {                                                            \
+        if (kind == 0) PG_LW(0, s, h, w);                                                   \
+        else if (kind == 1) PG_LW(1, s, h, w);                                              \
+        else PG_LW(2, s, h, w);                                                             \
     } while (0)
-    if (kw == 2) {
-        if (stream) PG_LW_KIND(1, 2);
-        else PG_LW_KIND(0, 2);
+    if (kh == 2 && kw == 2) {
+        if (stream) PG_LW_KIND(1, 2, 2);
+        else PG_LW_KIND(0, 2, 2);
     } else {
-        if (stream) PG_LW_KIND(1, kw);
-        else PG_LW_KIND(0, kw);
+        if (stream) PG_LW_KIND(1, kh, kw);
+        else PG_LW_KIND(0, kh, kw);
     }
 #undef PG_LW_KIND
 #undef PG_LW
@@ -744,12 +775,12 @@ static int pg_lcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t js, ptr
     return 0;
 }
 
-static void pg_lwrite_row(void *dst, ptrdiff_t xs, const void *g, ptrdiff_t gs,
+static void pg_lwrite_row(void *dst, ptrdiff_t rs, ptrdiff_t xs, const void *g, ptrdiff_t gs,
                           const uint8_t *code, int kind, int stream, ptrdiff_t Wo, ptrdiff_t L,
-                          ptrdiff_t kw, ptrdiff_t r)
+                          ptrdiff_t kh, ptrdiff_t kw)
 {
-    (void)dst; (void)xs; (void)g; (void)gs; (void)code; (void)kind; (void)stream; (void)Wo;
-    (void)L; (void)kw; (void)r;
+    (void)dst; (void)rs; (void)xs; (void)g; (void)gs; (void)code; (void)kind; (void)stream;
+    (void)Wo; (void)L; (void)kh; (void)kw;
 }
 
 static void pg_wrows(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g, ptrdiff_t gs,
