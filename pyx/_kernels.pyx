@@ -52,6 +52,8 @@ cdef extern from "pg_stream.h" nogil:
     void pg_lanes_row(void* dst, Py_ssize_t ds, const void** g, Py_ssize_t gs, const float* k,
                      const float* ww, Py_ssize_t nr, const int64_t* tap, Py_ssize_t m,
                      Py_ssize_t W, Py_ssize_t L, Py_ssize_t Wo, int kind, int stream)
+    void pg_lanes_copy(char* dst, Py_ssize_t dstep, const char* src, Py_ssize_t sstep,
+                       Py_ssize_t W, Py_ssize_t nbytes, int stream)
     void pg_combine_f64(double* dst, const double** rows, Py_ssize_t nr, Py_ssize_t n,
                         int stream)
     void pg_fill(void* dst, const void* value, Py_ssize_t size, Py_ssize_t n)
@@ -175,6 +177,15 @@ cdef enum:
 # (pg_stage_begin), took 1.14-1.25x
 cdef enum:
     STAGE_BYTES = 1024
+
+# the largest channels-last row (bytes) that _lanes_rows forms once and copies to the rows
+# with the same windows, and the fewest such rows for which it does.  On the 2-vCPU EPYC
+# (k2s2, blocks of 2 rows, 32x256x56x56) copying took 1.28x the time of forming each row
+# for float32, 1.25x for float16; adaptive 16x32x32 -> 4x8x8 (blocks of 32) took 0.66x
+# for float16
+cdef enum:
+    LANES_COPY_BYTES = 131072
+    LANES_COPY_MIN = 3
 
 # cube_math_type roundings applied to grad_output on load (float32 storage only)
 cdef enum:
@@ -681,6 +692,8 @@ cdef struct Gather:
     const pg_item_f32* item_f32   # the whole item in C (pg_item.h: float32, 16-bit), or NULL
     int lanes_row           # float32 / 16-bit lanes (L % 8 == 0): grad_input rows formed
                             # straight from the grad_output rows (pg_lanes_row), no E rows
+    int lanes_copy          # lanes_row, and a row small enough to be formed once in cache
+                            # and copied to the rows with the same windows
 
 
 cdef void _expand_taps(const acc_t* grow, acc_t* erow, const int64_t* tap, Py_ssize_t m,
@@ -888,23 +901,37 @@ cdef void _fill_item(const store_t* go, store_t* gi, const Gather* g,
 
 
 cdef void _lanes_rows(const store_t* gbase, store_t* xbase, const Gather* g, const float* wd,
-                      const float* wh, const float* ww, const void** rows, Py_ssize_t d0,
-                      Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1) noexcept nogil:
+                      const float* wh, const float* ww, const void** rows, store_t* rowbuf,
+                      Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1) noexcept nogil:
     """A channels-last item without E rows (g.lanes_row): each grad_input row formed in
     registers from the grad_output rows of the windows covering it, read where they are
-    (pg_lanes_row: the same values and sums as the E rows and their combine)."""
-    cdef Py_ssize_t W = g.W, L = g.L
-    cdef Py_ssize_t od, oh, idd, ih, iw, a, b, p, q, nr
+    (pg_lanes_row: the same values and sums as the E rows and their combine).  Rows with
+    the same D and H windows (runs of equal dlo/dhi and hlo/hhi: adaptive windows, kernel
+    = stride) are equal: with g.lanes_copy, a block of at least LANES_COPY_MIN such rows
+    has its row formed once and copied to its rows (pg_lanes_copy): formed in the block's
+    first row, or, where the plan streams, in rowbuf (the thread's scratch, so that no row
+    is read for ownership) and streamed to all."""
+    cdef Py_ssize_t W = g.W, L = g.L, es = sizeof(store_t)
+    cdef Py_ssize_t od, oh, idd, ih, ed, eh, jd, jh, a, b, p, q, nr, iw
     cdef store_t* dst
     cdef float ks[8]
     cdef int kind = 0 if store_t is float else (1 if g.kind == K_F16 else 2)
-    for idd in range(d0, d1):
+    idd = d0
+    while idd < d1:
         a = g.dlo[idd]
         b = g.dhi[idd]
-        for ih in range(h0, h1):
+        ed = idd + 1
+        if g.lanes_copy:
+            while ed < d1 and g.dlo[ed] == a and g.dhi[ed] == b:
+                ed += 1
+        ih = h0
+        while ih < h1:
             p = g.hlo[ih]
             q = g.hhi[ih]
-            dst = xbase + idd * g.xs[2] + ih * g.xs[3]
+            eh = ih + 1
+            if g.lanes_copy:
+                while eh < h1 and g.hlo[eh] == p and g.hhi[eh] == q:
+                    eh += 1
             nr = 0
             if q > p:
                 for od in range(a, b):
@@ -912,12 +939,37 @@ cdef void _lanes_rows(const store_t* gbase, store_t* xbase, const Gather* g, con
                         rows[nr] = gbase + od * g.gs[2] + oh * g.gs[3]
                         ks[nr] = wd[od] * wh[oh]
                         nr += 1
-            if nr == 0:   # no window covers the row: +0.0, all bits clear in every dtype
-                for iw in range(W):
-                    memset(dst + iw * g.xs[4], 0, L * sizeof(store_t))
-                continue
-            pg_lanes_row(dst, g.xs[4], rows, g.gs[4], ks, ww if g.scale_w else NULL, nr,
-                         g.wtap, g.m, W, L, g.Wo, kind, g.stream)
+            dst = xbase + idd * g.xs[2] + ih * g.xs[3]
+            if nr == 0:   # no window covers the rows: +0.0, all bits clear in every dtype
+                for jd in range(idd, ed):
+                    for jh in range(ih, eh):
+                        dst = xbase + jd * g.xs[2] + jh * g.xs[3]
+                        for iw in range(W):
+                            memset(dst + iw * g.xs[4], 0, L * es)
+            elif (ed - idd) * (eh - ih) < LANES_COPY_MIN:
+                for jd in range(idd, ed):
+                    for jh in range(ih, eh):
+                        pg_lanes_row(xbase + jd * g.xs[2] + jh * g.xs[3], g.xs[4], rows,
+                                     g.gs[4], ks, ww if g.scale_w else NULL, nr, g.wtap, g.m,
+                                     W, L, g.Wo, kind, g.stream)
+            elif g.stream:
+                pg_lanes_row(rowbuf, L, rows, g.gs[4], ks, ww if g.scale_w else NULL, nr,
+                             g.wtap, g.m, W, L, g.Wo, kind, 0)
+                for jd in range(idd, ed):
+                    for jh in range(ih, eh):
+                        pg_lanes_copy(<char*>(xbase + jd * g.xs[2] + jh * g.xs[3]),
+                                      g.xs[4] * es, <const char*>rowbuf, L * es, W, L * es, 1)
+            else:
+                pg_lanes_row(dst, g.xs[4], rows, g.gs[4], ks, ww if g.scale_w else NULL, nr,
+                             g.wtap, g.m, W, L, g.Wo, kind, 0)
+                for jd in range(idd, ed):
+                    for jh in range(ih, eh):
+                        if jd != idd or jh != ih:
+                            pg_lanes_copy(<char*>(xbase + jd * g.xs[2] + jh * g.xs[3]),
+                                          g.xs[4] * es, <const char*>dst, g.xs[4] * es, W,
+                                          L * es, 0)
+            ih = eh
+        idd = ed
 
 
 cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
@@ -962,7 +1014,10 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
     if acc_t is float:
         if store_t is not double:
             if g.lanes_row:
-                _lanes_rows(gbase, xbase, g, wd, wh, ww, <const void**>rows, d0, d1, h0, h1)
+                # the row buffer of streamed blocks: after the row pointers, 64-byte aligned
+                _lanes_rows(gbase, xbase, g, wd, wh, ww, <const void**>rows,
+                            <store_t*>((<uintptr_t>(rows + g.max_terms) + 63) & ~(<uintptr_t>63)),
+                            d0, d1, h0, h1)
                 return
     # two slots past the row for the tap tables: +0.0 (an empty cover) and -0.0 (padding)
     for l in range(L):
@@ -1169,6 +1224,9 @@ cdef class AvgGatherKernel(PlannedKernel):
                        and g.m > 0 and not tstore and not g.fill and max_terms <= 8
                        and g.gs[5] == 1 and g.xs[5] == 1
                        and pg_have_avx2() != 0 and pg_have_f16c() != 0)
+        # rows with the same windows formed once and copied (_lanes_rows) where a row fits
+        # in LANES_COPY_BYTES (the core's L2 keeps it for its copies)
+        g.lanes_copy = g.lanes_row and g.W * g.L * gi6.itemsize <= LANES_COPY_BYTES
         if kind == K_F64:
             self.go_d = go6
             self.gi_d = gi6
@@ -1231,8 +1289,12 @@ cdef class AvgGatherKernel(PlannedKernel):
         self.n_items = g.N * g.C * g.nbd * g.nbh
         self.traffic = go6.nbytes + gi6.nbytes
         # row pointers, grow row + 2 sentinel slots, acc row, 16-bit staging row, E rows
-        # (see _gather_item); the rows formed without E rows use the row pointers only
-        self.scratch_elems = (g.max_terms * (sizeof(void*) // 4) if g.lanes_row else
+        # (see _gather_item); the rows formed without E rows use the row pointers only, and
+        # a row and a line where they stream the rows they form once and copy
+        self.scratch_elems = (g.max_terms * (sizeof(void*) // 4)
+                              + ((g.W * g.L * gi6.itemsize + 64) // 4
+                                 if g.lanes_copy and g.stream else 0)
+                              if g.lanes_row else
                               g.max_terms * (sizeof(void*) // (8 if kind == K_F64 else 4))
                               + (g.Wo + 2) * g.L + g.W * g.L
                               + (g.W * g.L + 1) // 2 + rows * g.W * g.L

@@ -409,6 +409,35 @@ static inline void pg_lanes_row(void *dst, ptrdiff_t ds, const void *const *g, p
 }
 #endif
 
+/* a grad_input row of W columns (nbytes each, dstep bytes apart) copied from an identical
+ * row already formed at src (columns sstep bytes apart), so the same bits: column by
+ * column, each in order, with 16-byte streaming stores where `stream` and dst, dstep and
+ * nbytes allow them */
+static inline void pg_lanes_copy(char *PG_RESTRICT dst, ptrdiff_t dstep,
+                                 const char *PG_RESTRICT src, ptrdiff_t sstep, ptrdiff_t W,
+                                 ptrdiff_t nbytes, int stream)
+{
+    if (dstep == nbytes && sstep == nbytes) {   /* one run */
+        nbytes *= W;
+        W = 1;
+    }
+#if PG_HAVE_STREAM
+    if (stream && ((uintptr_t)dst % 16u) == 0 && dstep % 16 == 0 && nbytes % 16 == 0) {
+        for (ptrdiff_t w = 0; w < W; w++) {
+            __m128i *d = (__m128i *)(dst + w * dstep);
+            const __m128i *q = (const __m128i *)(src + w * sstep);
+            for (ptrdiff_t i = 0; i < nbytes / 16; i++)
+                _mm_stream_si128(d + i, _mm_loadu_si128(q + i));
+        }
+        return;
+    }
+#else
+    (void)stream;
+#endif
+    for (ptrdiff_t w = 0; w < W; w++)
+        memcpy(dst + w * dstep, src + w * sstep, (size_t)nbytes);
+}
+
 static inline void pg_combine_f32(float *dst, const float *const *rows, ptrdiff_t nr,
                                   ptrdiff_t n, int stream)
 {

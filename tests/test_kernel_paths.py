@@ -525,9 +525,11 @@ LANES_AVG = [  # (x shape, kernel, stride, padding, ceil_mode, count_include_pad
     ((1, 8, 11, 14), 2, 3, 0, True, True, 0),         # columns and rows no window covers
     ((1, 32, 10, 23), (6, 4), (2, 3), (3, 2), True, False, 0),
     ((16, 9, 13), 3, 2, 1, False, False, 5),            # 3-D input
+    ((2, 16, 12, 15), 3, 3, 0, False, True, 0),         # blocks of 3 equal rows
 ]
+# the last two: blocks of equal rows (3 x 3 and 4 x 8), each row formed once and copied
 LANES_ADAPTIVE = [((2, 16, 5, 9, 13), (3, 4, 6)), ((1, 8, 4, 6, 24), (4, 3, 8)),
-                  ((1, 64, 16, 64, 64), (4, 8, 8))]
+                  ((2, 8, 6, 9, 10), (2, 3, 5)), ((1, 64, 16, 64, 64), (4, 8, 8))]
 
 
 def _lanes_out(shape, dtype, gaps):
