@@ -153,7 +153,11 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
     if (!g->P)
         return;
 #if PG_X86_DISPATCH
-    if (avx && pg_poly2_ok(g->P, g->pm)) {   /* the AVX2 item: no second dispatch */
+    if (avx && g->P == 1 && g->pm[0] >= 1) {   /* the AVX2 item: no second dispatch */
+        pg_poly1_avx2_f32(grow + g->q0 + g->pc[0], g->pm[0], e + g->q0, g->q1 - g->q0, k);
+        return;
+    }
+    if (avx && pg_poly2_ok(g->P, g->pm)) {
         const ptrdiff_t q0 = g->q0;
         pg_poly2_avx2_f32(grow + q0 + g->pc[0], grow + q0 + g->pc[1], g->pm[0], g->pm[1],
                           e + 2 * q0, g->q1 - q0, k);

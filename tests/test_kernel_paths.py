@@ -416,6 +416,10 @@ SIMD_AVG = [  # (x shape, kernel, stride, padding, count_include_pad)
     ((1, 4, 19, 45), 5, 2, 2, False),      # 3 and 2, border divisors
     ((1, 2, 16, 75), 4, 2, 1, True),       # 2 and 2
     ((3, 2, 9, 9), 3, 1, 1, True),         # period 1
+    # period 1 through pg_poly1_avx2_f32: interiors of 28 and 20 columns (whole blocks of
+    # eight and an overlapping last one), 3 and 2 taps
+    ((2, 3, 9, 30), 3, 1, 1, True),
+    ((1, 2, 8, 21), 2, 1, 0, True),
     ((2, 3, 23, 61), 7, 3, 3, False),      # period 3: generic loops
     # period 2 in the float32 item's row loop (pg_item_erows_poly2_avx2): an interior of
     # whole blocks only (16 and 8 columns per phase), and one of 7 (the per-row path)
