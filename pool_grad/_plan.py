@@ -301,6 +301,36 @@ TSTORE_W = 12
 TSTORE_ELEMS = 1 << 17
 
 
+# channels-last lanes fewer than this (C < 8) are merged into the W axis where the strides
+# allow (flat_lanes): each row is then a row of W * C values of one lane, with a tap table
+# of its own (flat_taps).  On the 2-vCPU EPYC, C = 3 took 0.4-0.9x the lane path's time
+# (k3s2p1, k2s2, adaptive), C = 12 took 1.1-2.7x with k2s2, so wider lanes stay lanes
+FLAT_LANES_MAX = 8
+
+
+def flat_lanes(arr6):
+    """(N, 1, D, H, W * L, 1) view of a (N, 1, D, H, W, L) lanes view whose W stride is L
+    lane strides (C contiguous after W), or None where the axes do not merge."""
+    n, one, d, h, w, lanes = arr6.shape
+    st = arr6.strides
+    if st[4] != lanes * st[5] and w > 1:
+        return None
+    return np.lib.stride_tricks.as_strided(arr6, (n, one, d, h, w * lanes, 1),
+                                           st[:4] + (st[5], st[5]),
+                                           writeable=arr6.flags.writeable)
+
+
+def flat_taps(tp, w, n_out, lanes):
+    """The tap table of a W axis merged with `lanes` lanes (flat_lanes): value l of column
+    i takes output value t * lanes + l for each tap t of column i; the +0.0 and -0.0 slots
+    move to n_out * lanes and n_out * lanes + 1."""
+    m = tp.shape[0] // w
+    t = tp.reshape(w, 1, m)
+    flat = np.where(t < n_out, t * lanes + np.arange(lanes)[None, :, None],
+                    np.where(t == n_out, n_out * lanes, n_out * lanes + 1))
+    return np.ascontiguousarray(flat.reshape(-1), dtype=np.int64)
+
+
 def gather_views6(go, gi, n_spatial, fill=False):
     """The average-pool gradient's views, whether the kernel stores plane by plane, and
     whether the planes were folded into D.
@@ -463,12 +493,18 @@ def constant_planes(spec):
 
 
 @functools.lru_cache(maxsize=256)
-def gather_geometry(spec, shape6, acc, n_cpu, folded=False):
+def gather_geometry(spec, shape6, acc, n_cpu, folded=False, flat=1):
     """Everything the separable gather needs that depends only on shapes and parameters
     (not on the arrays): coverage tables, the W tap table, weights and blocking.  Cached,
-    so that repeated calls of one configuration skip straight to the kernel."""
+    so that repeated calls of one configuration skip straight to the kernel.
+
+    With ``flat`` > 1, shape6 is a flat_lanes view (W axis of W * flat values): the W
+    tables are for W * flat columns of one lane (flat_taps; W weights repeated for each
+    lane; no polyphase form).  None there if the W axis has no tap table."""
     windows, weights, scale_w, w_period = _AXES[spec[0]](*spec[1:])
     n, c, d, h, w, lanes = shape6
+    if flat > 1:
+        return _flat_geometry(spec, shape6, acc, n_cpu, flat)
     if folded:
         # planes folded into the D axis (fold_planes): D index i is covered by output i alone
         i = np.arange(d, dtype=np.int64)
@@ -489,3 +525,27 @@ def gather_geometry(spec, shape6, acc, n_cpu, folded=False):
             arr.flags.writeable = False
     terms = int((covs[0][1] - covs[0][0]).max()) * int((covs[1][1] - covs[1][0]).max())
     return tables, tp, runs, poly, wts, bd, bh, rows, terms, scale_w
+
+
+def _flat_geometry(spec, shape6, acc, n_cpu, flat):
+    """gather_geometry of a flat_lanes view (see there)."""
+    n, c, d, h, wl, _ = shape6
+    w = wl // flat
+    tables, tp, runs, poly, wts, bd, bh, rows, terms, scale_w = gather_geometry(
+        spec, (n, c, d, h, w, flat), acc, n_cpu)
+    n_out = len(wts[2])   # one W weight per output column, whether or not it scales
+    if tp is None:
+        return None
+    ftp = flat_taps(tp, w, n_out, flat)
+    lane = np.arange(flat)
+    # the [wlo, whi) ranges of the merged axis (the kernel uses them only without taps)
+    wlo = np.ascontiguousarray((tables[4][:, None] * flat + lane).reshape(-1))
+    whi = np.ascontiguousarray(((tables[5][:, None] - 1) * flat + lane + 1).reshape(-1))
+    ftables = tables[:4] + (wlo, whi)
+    fwts = wts[:2] + (np.ascontiguousarray(np.repeat(wts[2], flat)),)
+    fruns = item_runs(ftp, wl, (tables[2], tables[3]), n_out * flat)
+    for arr in (wlo, whi, fwts[2], ftp) + fruns[:2] + fruns[3:]:
+        if arr is not None:
+            arr.flags.writeable = False
+    return ftables, ftp, fruns, None, fwts, bd, bh, rows, terms, scale_w
+

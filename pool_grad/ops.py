@@ -68,8 +68,20 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     """Plan the separable average-pool gradient of one call (geometry from the cache)."""
     fill = _plan.constant_planes(spec)
     go6, gi6, tstore, folded = _plan.gather_views6(go, gi, n_spatial, fill)
-    tables, taps, runs, poly, weights, bd, bh, rows, terms, scale_w = _plan.gather_geometry(
-        spec, gi6.shape, np.dtype(_acc_dtype(go.dtype)), _threads.CPU_COUNT, folded)
+    acc = np.dtype(_acc_dtype(go.dtype))
+    geometry = None
+    lanes = gi6.shape[5]
+    if not tstore and not fill and 1 < lanes < _plan.FLAT_LANES_MAX:
+        # channels-last C < 8: rows of W * C values of one lane where W and C merge
+        fgo6, fgi6 = _plan.flat_lanes(go6), _plan.flat_lanes(gi6)
+        if fgo6 is not None and fgi6 is not None:
+            geometry = _plan.gather_geometry(spec, fgi6.shape, acc, _threads.CPU_COUNT,
+                                             False, lanes)
+            if geometry is not None:
+                go6, gi6 = fgo6, fgi6
+    if geometry is None:
+        geometry = _plan.gather_geometry(spec, gi6.shape, acc, _threads.CPU_COUNT, folded)
+    tables, taps, runs, poly, weights, bd, bh, rows, terms, scale_w = geometry
     n, c, d, h, w, lanes = gi6.shape
     # the kernel's scratch per thread (AvgGatherKernel.scratch_elems), with the float32
     # region's stage (at most 2 * w + 600 elements) counted whether or not it is used

@@ -599,6 +599,80 @@ def test_lanes_rows_give_the_same_bits_as_e_rows(dtype, request):
         assert np.array_equal(a, b) and np.array_equal(a, c)
 
 
+# channels-last C < 8: (x shape, kernel, stride, padding, ceil_mode, count_include_pad,
+# divisor) with padding, ceil_mode, border divisors, stride 1, columns no window covers and
+# a divisor override; then adaptive (x shape, output size) with overlapping windows
+FLAT_AVG = [
+    ((2, 3, 11, 14), 3, 2, 1, False, True, 0),
+    ((1, 5, 9, 13), 2, 2, 0, True, False, 0),
+    ((2, 3, 12, 20), 3, 1, 1, False, False, 0),
+    ((1, 2, 8, 11), 1, 3, 0, False, True, 0),
+    ((2, 7, 10, 16), (4, 2), (2, 5), 0, False, True, -3),
+]
+FLAT_ADAPTIVE = [((2, 3, 5, 9, 13), (3, 4, 6)), ((1, 5, 4, 8, 24), (2, 3, 8))]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypatch):
+    """Channels-last C < 8 merged into the W axis (_plan.flat_lanes, flat_taps): the
+    reference's values and the bits of the lane path (FLAT_LANES_MAX = 0), on 1 and 3
+    threads; an output whose W and C do not merge (gaps between its columns) keeps the lane
+    path."""
+    rng = np.random.default_rng(24)
+    calls = []
+    for x_shape, k, s, p, ceil, cip, div in FLAT_AVG:
+        y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, s, p, ceil_mode=ceil,
+                          count_include_pad=cip, divisor_override=div)
+        go = as_layout(_special(y.shape, dtype, rng), "channels_last")
+        with np.errstate(invalid="ignore"):
+            want = ref_avg_pool2d_backward(go, x_shape, k, s, p, ceil, cip, div)
+        calls.append((go, x_shape, want,
+                      lambda go, x, out, k=k, s=s, p=p, ceil=ceil, cip=cip, div=div:
+                      pg.AvgPool2dBackward(go, x, k, s, p, ceil, cip, div, 0, out)))
+    for x_shape, o in FLAT_ADAPTIVE:
+        go = as_layout(_special(x_shape[:2] + o, dtype, rng), "channels_last")
+        with np.errstate(invalid="ignore"):
+            want = ref_adaptive_avg_pool3d_backward(go, x_shape)
+        calls.append((go, x_shape, want,
+                      lambda go, x, out: pg.AdaptiveAvgPool3dBackward(go, x, out)))
+    merged = []
+    real = _plan.flat_lanes
+
+    def spy(arr6):
+        v = real(arr6)
+        merged.append(v is not None)
+        return v
+
+    monkeypatch.setattr(_plan, "flat_lanes", spy)
+
+    def runs():
+        outs = []
+        for go, x_shape, want, make in calls:
+            for gaps in (False, True):
+                merged.clear()
+                out = _lanes_out(x_shape, dtype, gaps)
+                op = make(go, x_shape, out)
+                if _plan.FLAT_LANES_MAX:
+                    assert merged == [True, not gaps]
+                for nt in (1, 3):
+                    out[...] = 7
+                    op.execute(n_threads=nt)
+                    np.testing.assert_allclose(out.astype(np.float64), want,
+                                               *tolerance(dtype))
+                    if gaps:
+                        assert np.all(out.base[..., :1] == 7)
+                    outs.append(_bits(out))
+        return outs
+
+    flat = runs()
+    monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 0)
+    _plan.gather_geometry.cache_clear()
+    lanes = runs()
+    assert not merged
+    for a, b in zip(flat, lanes, strict=True):
+        assert np.array_equal(a, b)
+
+
 # 16-bit rows with overlapping D or H windows over one tap per column: the sums formed at
 # the output width, rounded, spread to the input width by byte shuffles (pg_item.h's
 # pg_item_narrow_body, _plan.spread16); adaptive windows of 8, 9 and 12 columns, a batch of
