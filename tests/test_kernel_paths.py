@@ -547,15 +547,21 @@ def _lanes_out(shape, dtype, gaps):
     return store[..., 1:1 + shape[c_ax]].transpose(np.argsort(order))
 
 
+def _channels_last_avg(dtype, rng, x_shape, k, s, p, ceil, cip, div):
+    """A channels-last grad_output of special values for an average pooling, and the
+    reference's grad_input."""
+    y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, s, p, ceil_mode=ceil,
+                      count_include_pad=cip, divisor_override=div)
+    go = as_layout(_special(y.shape, dtype, rng), "channels_last")
+    with np.errstate(invalid="ignore"):   # inf - inf in the reference's sums
+        return go, ref_avg_pool2d_backward(go, x_shape, k, s, p, ceil, cip, div)
+
+
 def _lanes_runs(dtype, lanes=True):
     rng = np.random.default_rng(21)
     outs = []
     for x_shape, k, s, p, ceil, cip, div in LANES_AVG:
-        y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, s, p, ceil_mode=ceil,
-                          count_include_pad=cip, divisor_override=div)
-        go = as_layout(_special(y.shape, dtype, rng), "channels_last")
-        with np.errstate(invalid="ignore"):   # inf - inf in the reference's sums
-            want = ref_avg_pool2d_backward(go, x_shape, k, s, p, ceil, cip, div)
+        go, want = _channels_last_avg(dtype, rng, x_shape, k, s, p, ceil, cip, div)
         for nt, gaps in ((1, False), (3, False), (2, True)):
             out = _lanes_out(x_shape, dtype, gaps)
             op = pg.AvgPool2dBackward(go, x_shape, k, s, p, ceil, cip, div, 0, out)
@@ -621,11 +627,7 @@ def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypa
     rng = np.random.default_rng(24)
     calls = []
     for x_shape, k, s, p, ceil, cip, div in FLAT_AVG:
-        y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, s, p, ceil_mode=ceil,
-                          count_include_pad=cip, divisor_override=div)
-        go = as_layout(_special(y.shape, dtype, rng), "channels_last")
-        with np.errstate(invalid="ignore"):
-            want = ref_avg_pool2d_backward(go, x_shape, k, s, p, ceil, cip, div)
+        go, want = _channels_last_avg(dtype, rng, x_shape, k, s, p, ceil, cip, div)
         calls.append((go, x_shape, want,
                       lambda go, x, out, k=k, s=s, p=p, ceil=ceil, cip=cip, div=div:
                       pg.AvgPool2dBackward(go, x, k, s, p, ceil, cip, div, 0, out)))
