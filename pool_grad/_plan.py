@@ -168,8 +168,9 @@ def item_runs(tp, width, hcover, n_out):
     """Run tables of the C item (pyx/pg_item.h): where each run of equal taps starts, then
     the width (a tap table of one tap per column only; else None), for each H index how
     many rows from it on have the same covering windows, whether a tap reaches the
-    sentinel slots after the n_out grad_output columns, and the 16-bit spread table
-    (spread16, or None)."""
+    sentinel slots after the n_out grad_output columns, and the spread tables of 16-bit
+    and of float32 rows (spread, or None).  Float32 rows whose runs average
+    SPREAD32_RUN columns or more keep the runs (a few broadcast stores a run)."""
     wrun = None
     if tp is not None and tp.shape[0] == width:
         wrun = np.concatenate(([0], np.flatnonzero(tp[1:] != tp[:-1]) + 1, [width]))
@@ -179,33 +180,65 @@ def item_runs(tp, width, hcover, n_out):
     ends = np.append(starts[1:], len(lo))
     hrun = np.ascontiguousarray(np.repeat(ends, ends - starts) - np.arange(len(lo)), np.int64)
     sent = tp is not None and tp.size > 0 and int(tp.max()) >= n_out
-    return wrun, hrun, sent, spread16(tp, width, n_out + 2 if sent else n_out)
+    n_narrow = n_out + 2 if sent else n_out
+    sp16 = None
+    # the narrow item keeps its rounded rows of n_narrow values (and zeros to a multiple
+    # of 8, and 8 more) where it keeps rows of the input width
+    if ((n_narrow + 7) & ~7) + 8 <= width:
+        sp16 = spread(tp, width, n_narrow, 2)
+    sp32 = None
+    if wrun is not None and width < SPREAD32_RUN * (len(wrun) - 1):
+        sp32 = spread(tp, width, n_narrow, 4)
+    return wrun, hrun, sent, sp16, sp32
 
 
-def spread16(tp, width, n_narrow):
-    """The spread of a row of n_narrow 16-bit values (one per grad_output column, then the
-    sentinel slots if used) to the input width through a tap table of one tap per column
-    (pg_item.h's pg_spread16_row), as five int64 per block of 16 columns (starting at
-    16 * i, the last at width - 16): the block's smallest tap, then the 32 shuffle bytes
-    that give each column its two bytes of the 8 values from there.  None where some
-    block's taps reach further than 8 values, or the row is narrower than 16 columns or
-    not much wider than the narrow row (the item keeps the narrow rows where it keeps its
-    rows of the input width)."""
-    if (tp is None or tp.shape[0] != width or width < 16
-            or ((n_narrow + 7) & ~7) + 8 > width):
+# float32 one-tap rows whose runs of equal taps average fewer columns than this are spread
+# (pg_spread32_row) rather than stored run by run (pg_runs_f32_avx2)
+SPREAD32_RUN = 8
+
+
+def spread(tp, width, n_narrow, es):
+    """The spread of a row of n_narrow values of es bytes (one per grad_output column, then
+    the sentinel slots if used) to the input width through a tap table of one tap per
+    column (pg_item.h's pg_spread16_row and pg_spread32_row): (table, wide), the table as
+    five int64 per block of B columns (B = 16 for 16-bit values, 8 for float32; starting at
+    B * i, the last at width - B): the block's base value, then 32 bytes that give each
+    column its value counted from the base (16-bit: the two byte indices; float32: an
+    int32).  A block takes its values from 8 values at its base, or from 16 where some block
+    spans more than 8 (wide); the base is lowered where needed so that no block reads past
+    the n_narrow values where there are as many as a block reads (16-bit rows of fewer than
+    8 values read on into the slack after them, as they did before there were wide
+    blocks).  None where some block spans more than 16 values, the row is narrower than a
+    block, or wide or float32 blocks would read past the narrow row."""
+    blk = 16 if es == 2 else 8
+    if tp is None or tp.shape[0] != width or width < blk:
         return None
-    first = np.minimum(np.arange(0, width, 16), width - 16)
-    taps16 = tp[first[:, None] + np.arange(16)[None, :]]
-    base = taps16.min(axis=1)
-    off = taps16 - base[:, None]
-    if off.max() > 7:
+    first = np.minimum(np.arange(0, width, blk), width - blk)
+    tb = tp[first[:, None] + np.arange(blk)[None, :]]
+    lo = tb.min(axis=1)
+    span = int((tb.max(axis=1) - lo).max())
+    wide = span > 7
+    load = 16 if wide else 8
+    if span > 15:
         return None
+    if n_narrow >= load:
+        base = np.minimum(lo, n_narrow - load)
+    elif es == 2 and not wide:
+        base = lo   # reads past the values into the slack the items keep after them
+    else:
+        return None
+    off = tb - base[:, None]
     table = np.empty((len(first), 5), np.int64)
     table[:, 0] = base
-    shuf = table[:, 1:].view(np.uint8).reshape(len(first), 16, 2)
-    shuf[..., 0] = 2 * off      # the shuffle works within each 16-byte half: columns
-    shuf[..., 1] = 2 * off + 1  # 8..15 take from the upper copy of the 8 values
-    return np.ascontiguousarray(table.reshape(-1))
+    if es == 2:
+        shuf = table[:, 1:].view(np.uint8).reshape(len(first), 16, 2)
+        shuf[..., 0] = 2 * off      # byte shuffles within each 16-byte half: columns 8..15
+        shuf[..., 1] = 2 * off + 1  # take from the upper copy of the values
+    else:
+        table[:, 1:].view(np.int32).reshape(len(first), 8)[:] = off
+    table = table.reshape(-1)
+    table.flags.writeable = False
+    return table, wide
 
 
 def polyphase(lo, hi, period):
@@ -301,11 +334,14 @@ TSTORE_W = 12
 TSTORE_ELEMS = 1 << 17
 
 
-# channels-last lanes fewer than this (C < 8) are merged into the W axis where the strides
+# channels-last lanes fewer than this (C < 16) are merged into the W axis where the strides
 # allow (flat_lanes): each row is then a row of W * C values of one lane, with a tap table
-# of its own (flat_taps).  On the 2-vCPU EPYC, C = 3 took 0.4-0.9x the lane path's time
-# (k3s2p1, k2s2, adaptive), C = 12 took 1.1-2.7x with k2s2, so wider lanes stay lanes
-FLAT_LANES_MAX = 8
+# of its own (flat_taps), and one-tap rows are spread by permutes (_plan.spread).  On the
+# 2-vCPU EPYC the merged rows took 0.4-0.9x the lane path's time for C = 3, 8, 9, 12 and
+# 15 with k2s2 and adaptive windows, 0.9-1.0x with k3s2p1 (float32, float16); for C = 16
+# and 24 k3s2p1 took 1.2-1.7x and 16-bit k2s2 up to 3.8x (blocks spanning more than 16
+# values are not spread), so wider lanes stay lanes
+FLAT_LANES_MAX = 16
 
 
 def flat_lanes(arr6):
@@ -520,7 +556,7 @@ def gather_geometry(spec, shape6, acc, n_cpu, folded=False, flat=1):
             if lanes == 1 and ((w_period or 0) <= 2 or tp is None) else None)
     wts = tuple(np.ascontiguousarray(x, dtype=acc) for x in weights)
     runs = item_runs(tp, w, covs[1], len(windows[2][0]))
-    for arr in tables + wts + runs[:2] + runs[3:] + (tp,) + (poly[2:] if poly else ()):
+    for arr in tables + wts + runs[:2] + (tp,) + (poly[2:] if poly else ()):
         if arr is not None:
             arr.flags.writeable = False
     terms = int((covs[0][1] - covs[0][0]).max()) * int((covs[1][1] - covs[1][0]).max())
@@ -544,7 +580,7 @@ def _flat_geometry(spec, shape6, acc, n_cpu, flat):
     ftables = tables[:4] + (wlo, whi)
     fwts = wts[:2] + (np.ascontiguousarray(np.repeat(wts[2], flat)),)
     fruns = item_runs(ftp, wl, (tables[2], tables[3]), n_out * flat)
-    for arr in (wlo, whi, fwts[2], ftp) + fruns[:2] + fruns[3:]:
+    for arr in (wlo, whi, fwts[2], ftp) + fruns[:2]:
         if arr is not None:
             arr.flags.writeable = False
     return ftables, ftp, fruns, None, fwts, bd, bh, rows, terms, scale_w

@@ -72,7 +72,7 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     geometry = None
     lanes = gi6.shape[5]
     if not tstore and not fill and 1 < lanes < _plan.FLAT_LANES_MAX:
-        # channels-last C < 8: rows of W * C values of one lane where W and C merge
+        # channels-last C < 16: rows of W * C values of one lane where W and C merge
         fgo6, fgi6 = _plan.flat_lanes(go6), _plan.flat_lanes(gi6)
         if fgo6 is not None and fgi6 is not None:
             geometry = _plan.gather_geometry(spec, fgi6.shape, acc, _threads.CPU_COUNT,

@@ -111,6 +111,9 @@ cdef extern from "pg_item.h" nogil:
         const int64_t* hrun
         int sent
         const int64_t* spread
+        int spread_wide
+        const int64_t* spread32
+        int spread32_wide
     void pg_item_f32_run(const pg_item_f32* g, const float* gbase, float* xbase,
                          Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1,
                          float* grow, float* E, const float** rows, float* tmp)
@@ -1266,9 +1269,14 @@ cdef class AvgGatherKernel(PlannedKernel):
             t = runs[1]; self.it.hrun = &t[0]
             self.it.wrun, self.it.nrun = NULL, 0
             self.it.sent = runs[2]
-            self.it.spread = NULL
+            self.it.spread = self.it.spread32 = NULL
+            self.it.spread_wide = self.it.spread32_wide = 0
             if runs[3] is not None and kind != K_F32:
-                t = runs[3]; self.it.spread = &t[0]
+                t = runs[3][0]; self.it.spread = &t[0]
+                self.it.spread_wide = runs[3][1]
+            if runs[4] is not None and kind == K_F32:
+                t = runs[4][0]; self.it.spread32 = &t[0]
+                self.it.spread32_wide = runs[4][1]
             if runs[0] is not None:
                 t = runs[0]; self.it.wrun = &t[0]
                 self.it.nrun = runs[0].shape[0] - 1

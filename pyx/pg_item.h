@@ -49,7 +49,10 @@ typedef struct {
     const int64_t *hrun;   /* for each H index, how many rows from it on (to H) have the
                             * same covering windows */
     int sent;              /* some tap is a sentinel slot (an empty cover, a padding tap) */
-    const int64_t *spread; /* m = 1: the 16-bit spread table (_plan.spread16), or NULL */
+    const int64_t *spread; /* m = 1: the 16-bit spread table (_plan.spread), or NULL */
+    int spread_wide;       /* its blocks take from 16 values (else 8) */
+    const int64_t *spread32;   /* m = 1: the float32 spread table, or NULL */
+    int spread32_wide;
 } pg_item_f32;
 
 /* the rows from ih on, before h1, with the same covering H windows as row ih */
@@ -113,6 +116,32 @@ static inline void pg_runs_u16_avx2(uint16_t *PG_RESTRICT dst, const uint16_t *P
     }
     for (ptrdiff_t j = i < nrun ? run[i] : W; j < W; j++) dst[j] = src[tap[j]];
 }
+
+/*
+ * A one-tap float32 row through its spread table (_plan.spread, W >= 8): dst[j] =
+ * src[tap[j]], times k where `scaled`, eight columns at a time (the last block overlapping
+ * the one before), each block permuted from the 8 values at its base, or from the 16 there
+ * (`wide`: two permutes, blended on bit 3 of the index).  The same products as the column
+ * loop, for runs shorter than a store (channels-last rows of a few lanes merged into one).
+ */
+PG_TARGET_AVX2
+static inline void pg_spread32_row(float *PG_RESTRICT dst, const float *PG_RESTRICT src,
+                                   const int64_t *sp, ptrdiff_t W, int wide, float k,
+                                   int scaled)
+{
+    const __m256 kv = _mm256_set1_ps(k);
+    for (ptrdiff_t j = 0;; j += 8, sp += 5) {
+        if (j + 8 > W) j = W - 8;
+        const __m256i ix = _mm256_loadu_si256((const __m256i *)(sp + 1));
+        const float *s = src + sp[0];
+        __m256 v = _mm256_permutevar8x32_ps(_mm256_loadu_ps(s), ix);
+        if (wide)
+            v = _mm256_blendv_ps(v, _mm256_permutevar8x32_ps(_mm256_loadu_ps(s + 8), ix),
+                                 _mm256_castsi256_ps(_mm256_slli_epi32(ix, 28)));
+        _mm256_storeu_ps(dst + j, scaled ? _mm256_mul_ps(kv, v) : v);
+        if (j + 8 == W) break;
+    }
+}
 #endif
 
 /* a grad_output row (already in grow, W-weighted, with the two sentinel slots after it)
@@ -124,6 +153,10 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
 {
     const ptrdiff_t W = g->W, m = g->m;
 #if PG_X86_DISPATCH
+    if (avx && !g->P && g->spread32) {   /* one tap per column, short runs */
+        pg_spread32_row(e, grow, g->spread32, W, g->spread32_wide, k, 1);
+        return;
+    }
     if (avx && !g->P && g->wrun) {   /* one tap per column, no polyphase interior */
         pg_runs_f32_avx2(e, grow, g->wtap, g->wrun, g->nrun, W, k, 1);
         return;
@@ -540,17 +573,29 @@ static inline void pg_r_row_f32(float *r, const float *src, const float *ww, flo
 }
 
 /* the rounded 16-bit row r spread to columns 0..W-1 of dst (W >= 16) through the table sp
- * (_plan.spread16): each block of 16 columns (the last one overlapping the one before)
- * shuffled from the 8 values at its smallest tap */
+ * (_plan.spread): each block of 16 columns (the last one overlapping the one before)
+ * shuffled from the 8 values at its base, or (wide) from the 16 there: the two halves'
+ * shuffles, each zeroing the bytes of the other half (indices 16..31 carry into the sign
+ * bit of the first, 0..15 borrow into that of the second), or-ed */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_spread16_row(uint16_t *dst, const uint16_t *r, const int64_t *sp,
-                                   ptrdiff_t W)
+                                   ptrdiff_t W, int wide)
 {
+    const __m256i c70 = _mm256_set1_epi8(0x70), c16 = _mm256_set1_epi8(16);
     for (ptrdiff_t j = 0;; j += 16, sp += 5) {
         if (j + 16 > W) j = W - 16;
-        _mm256_storeu_si256((__m256i *)(dst + j), _mm256_shuffle_epi8(
-            _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(r + sp[0]))),
-            _mm256_loadu_si256((const __m256i *)(sp + 1))));
+        const __m256i c = _mm256_loadu_si256((const __m256i *)(sp + 1));
+        const __m256i a = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(r + sp[0])));
+        __m256i v;
+        if (!wide) {
+            v = _mm256_shuffle_epi8(a, c);
+        } else {
+            const __m256i b = _mm256_broadcastsi128_si256(
+                _mm_loadu_si128((const __m128i *)(r + sp[0] + 8)));
+            v = _mm256_or_si256(_mm256_shuffle_epi8(a, _mm256_adds_epu8(c, c70)),
+                                _mm256_shuffle_epi8(b, _mm256_sub_epi8(c, c16)));
+        }
+        _mm256_storeu_si256((__m256i *)(dst + j), v);
         if (j + 16 == W) break;
     }
 }
@@ -681,7 +726,11 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
                 j += blk;
             }
             if (!two && j == 0 && es == 2 && g->spread) {
-                pg_spread16_row((uint16_t *)dst, (const uint16_t *)r, g->spread, W);
+                pg_spread16_row((uint16_t *)dst, (const uint16_t *)r, g->spread, W,
+                                g->spread_wide);
+            } else if (!two && j == 0 && es == 4 && g->spread32) {
+                pg_spread32_row((float *)dst, (const float *)r, g->spread32, W,
+                                g->spread32_wide, 1.0f, 0);
             } else if (!two && j == 0 && g->wrun) {
                 if (es == 2)
                     pg_runs_u16_avx2((uint16_t *)dst, (const uint16_t *)r, tap, g->wrun,
@@ -792,7 +841,7 @@ static inline void pg_item_narrow_body(const pg_item_f32 *g, const uint16_t *gba
                 _mm_storeu_si128((__m128i *)(R + j), o);
             }
             /* one row spread, the others (c rows in each of nd planes) copies of it */
-            pg_spread16_row((uint16_t *)dst, R, g->spread, W);
+            pg_spread16_row((uint16_t *)dst, R, g->spread, W, g->spread_wide);
             if (c > 1) pg_copy_row_body(dst + step, step, c - 1, dst, W * 2);
             for (ptrdiff_t u = 1; u < nd; u++)
                 pg_copy_row_body(dst + u * dstep, step, c, dst, W * 2);

@@ -589,10 +589,12 @@ def _lanes_runs(dtype, lanes=True):
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
 @pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16), BFLOAT16],
                          ids=["f32", "f16", "bf16"])
-def test_lanes_rows_give_the_same_bits_as_e_rows(dtype, request):
+def test_lanes_rows_give_the_same_bits_as_e_rows(dtype, request, monkeypatch):
     """The channels-last rows formed without E rows: the reference's values, and the bits
     of the E rows and their combine (planned with the baseline loops, which keep the E
-    rows), with ordinary and with streaming stores."""
+    rows), with ordinary and with streaming stores.  C = 8 stays a lane axis here (it
+    would merge into W: _plan.FLAT_LANES_MAX)."""
+    monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 8)
     _plan.gather_geometry.cache_clear()
     fast = _lanes_runs(dtype)
     request.getfixturevalue("baseline_simd")
@@ -605,25 +607,31 @@ def test_lanes_rows_give_the_same_bits_as_e_rows(dtype, request):
         assert np.array_equal(a, b) and np.array_equal(a, c)
 
 
-# channels-last C < 8: (x shape, kernel, stride, padding, ceil_mode, count_include_pad,
+# channels-last C < 16: (x shape, kernel, stride, padding, ceil_mode, count_include_pad,
 # divisor) with padding, ceil_mode, border divisors, stride 1, columns no window covers and
-# a divisor override; then adaptive (x shape, output size) with overlapping windows
+# a divisor override, and kernel = stride 2 with C = 9 and 12 (one tap per column, blocks of
+# the spread that take from 16 values); then adaptive (x shape, output size) with
+# overlapping windows, and W windows of 2 and 3 columns under overlapping H windows
 FLAT_AVG = [
     ((2, 3, 11, 14), 3, 2, 1, False, True, 0),
     ((1, 5, 9, 13), 2, 2, 0, True, False, 0),
     ((2, 3, 12, 20), 3, 1, 1, False, False, 0),
     ((1, 2, 8, 11), 1, 3, 0, False, True, 0),
     ((2, 7, 10, 16), (4, 2), (2, 5), 0, False, True, -3),
+    ((2, 12, 6, 10), 2, 2, 0, False, True, 0),
+    ((1, 9, 7, 13), 2, 2, 0, True, True, 0),
 ]
-FLAT_ADAPTIVE = [((2, 3, 5, 9, 13), (3, 4, 6)), ((1, 5, 4, 8, 24), (2, 3, 8))]
+FLAT_ADAPTIVE = [((2, 3, 5, 9, 13), (3, 4, 6)), ((1, 5, 4, 8, 24), (2, 3, 8)),
+                 ((1, 12, 4, 7, 16), (2, 4, 8)), ((2, 15, 3, 4, 12), (3, 2, 4))]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypatch):
-    """Channels-last C < 8 merged into the W axis (_plan.flat_lanes, flat_taps): the
+    """Channels-last C < 16 merged into the W axis (_plan.flat_lanes, flat_taps): the
     reference's values and the bits of the lane path (FLAT_LANES_MAX = 0), on 1 and 3
     threads; an output whose W and C do not merge (gaps between its columns) keeps the lane
-    path."""
+    path.  The merged one-tap rows are spread from 8 and from 16 values (_plan.spread), in
+    both element sizes."""
     rng = np.random.default_rng(24)
     calls = []
     for x_shape, k, s, p, ceil, cip, div in FLAT_AVG:
@@ -646,9 +654,20 @@ def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypa
         return v
 
     monkeypatch.setattr(_plan, "flat_lanes", spy)
+    spreads = set()
+    real_spread = _plan.spread
+
+    def spread_spy(tp, width, n_narrow, es):
+        v = real_spread(tp, width, n_narrow, es)
+        if v is not None:
+            spreads.add((es, v[1]))
+        return v
+
+    monkeypatch.setattr(_plan, "spread", spread_spy)
 
     def runs():
         outs = []
+        _plan.gather_geometry.cache_clear()
         for go, x_shape, want, make in calls:
             for gaps in (False, True):
                 merged.clear()
@@ -667,8 +686,8 @@ def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypa
         return outs
 
     flat = runs()
+    assert spreads == {(2, False), (2, True), (4, False), (4, True)}
     monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 0)
-    _plan.gather_geometry.cache_clear()
     lanes = runs()
     assert not merged
     for a, b in zip(flat, lanes, strict=True):
@@ -677,7 +696,7 @@ def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypa
 
 # 16-bit rows with overlapping D or H windows over one tap per column: the sums formed at
 # the output width, rounded, spread to the input width by byte shuffles (pg_item.h's
-# pg_item_narrow_body, _plan.spread16); adaptive windows of 8, 9 and 12 columns, a batch of
+# pg_item_narrow_body, _plan.spread); adaptive windows of 8, 9 and 12 columns, a batch of
 # one plane split into blocks, pooling with kernel = stride 2 along W (with padding and
 # count_include_pad off: W weights), stride past the kernel (empty covers: the sentinel
 # slots), a divisor override of either sign, grad_input rows with gaps and planes apart
@@ -735,8 +754,8 @@ def test_narrow_rows_give_the_same_bits_as_e_rows(dtype, request):
         assert np.array_equal(a, b)
 
 
-# one tap per column (pg_item.h's runs of equal taps, stored eight columns at a time):
-# adaptive W windows of 3 (a short run's store runs on into the next), 12 and 18 (the last
+# one tap per column (pg_item.h's runs of equal taps, stored eight columns at a time, or for
+# float32 runs under 8 columns the spread, permuted eight columns at a time): adaptive W windows of 3 (a short run's store runs on into the next), 12 and 18 (the last
 # store overlaps), a width under 8 and a last run without room for a whole store; overlapping
 # or separate D/H windows (the general item and the one-value-per-window one, whose planes
 # under one D window are copied from the first as a slab, or row by row where grad_input's
@@ -750,8 +769,15 @@ RUN_AVG = [((2, 3, 9, 20), 3, 3, 0), ((2, 3, 8, 29), 2, 3, 0), ((1, 2, 10, 37), 
 
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("spread32", [True, False], ids=["spread32", "runs"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_one_tap_runs_give_the_same_bits_as_baseline(dtype, request):
+def test_one_tap_runs_give_the_same_bits_as_baseline(dtype, spread32, request, monkeypatch):
+    """One-tap rows through the runs of equal taps, or for float32 with short runs their
+    spread (_plan.spread, pg_spread32_row), give the baseline loops' bits."""
+    if not spread32:
+        monkeypatch.setattr(_plan, "SPREAD32_RUN", 0)
+    _plan.gather_geometry.cache_clear()
+    request.addfinalizer(_plan.gather_geometry.cache_clear)
     rng = np.random.default_rng(15)
     cases = []
     for x_shape, o in RUN_ADAPTIVE:
