@@ -693,7 +693,7 @@ cdef struct Gather:
     int rnd
     int stream
     const pg_item_f32* item_f32   # the whole item in C (pg_item.h: float32, 16-bit), or NULL
-    int lanes_row           # float32 / 16-bit lanes (L % 8 == 0): grad_input rows formed
+    int lanes_row           # float32 / 16-bit lanes (L >= 8): grad_input rows formed
                             # straight from the grad_output rows (pg_lanes_row), no E rows
     int lanes_copy          # lanes_row, and a row small enough to be formed once in cache
                             # and copied to the rows with the same windows
@@ -1222,8 +1222,8 @@ cdef class AvgGatherKernel(PlannedKernel):
                        and g.xs[4] == 1 and g.xs[3] == g.W)
         # channels-last rows formed without E rows (_lanes_rows, where the CPU has AVX2 and
         # F16C when the plan is made: its scratch is then only the row pointers): float32
-        # or 16-bit, whole vectors of contiguous lanes, at most 8 terms a value
-        g.lanes_row = (kind != K_F64 and rnd == R_NONE and g.L > 1 and g.L % 8 == 0
+        # or 16-bit, at least 8 contiguous lanes (pg_lanes_row), at most 8 terms a value
+        g.lanes_row = (kind != K_F64 and rnd == R_NONE and g.L >= 8
                        and g.m > 0 and not tstore and not g.fill and max_terms <= 8
                        and g.gs[5] == 1 and g.xs[5] == 1
                        and pg_have_avx2() != 0 and pg_have_f16c() != 0)

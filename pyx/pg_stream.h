@@ -280,7 +280,8 @@ static inline void pg_lanes_put8(char *p, __m256 s, int kind, int stream)
 }
 
 /*
- * A channels-last grad_input row (W columns of L lanes, L a multiple of 8; column w at
+ * A channels-last grad_input row (W columns of L >= 8 lanes, 16 at a time, then 8, the last
+ * 8 overlapping the ones before where L is not a multiple of 8; column w at
  * dst + w*ds) formed straight from the grad_output rows of its nr covering windows, without
  * E rows and without a copy of those rows.  Column ow of row r is the L contiguous lanes at
  * g[r] + ow*gs (float32, or float16 / bfloat16 bits: kind 0, 1, 2), widened and multiplied
@@ -333,7 +334,8 @@ static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, const void *const 
             }
             pg_lanes_put16(d + l * size, s0, s1, kind, stream);
         }
-        if (l < L) {   /* L = 16 q + 8 */
+        for (; l < L; l += 8) {   /* 8 lanes, then the last 8 (overlapping: equal values) */
+            if (l + 8 > L) l = L - 8;
             __m256 s = _mm256_setzero_ps();
             for (ptrdiff_t r = 0; r < nr; r++) {
                 const char *gr = (const char *)g[r] + l * size;
@@ -391,9 +393,11 @@ static inline void pg_lanes_row(void *dst, ptrdiff_t ds, const void *const *g, p
                                 const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L,
                                 ptrdiff_t Wo, int kind, int stream)
 {
-    /* streaming stores of 16 bytes: dst and the column stride 16-byte aligned */
+    /* streaming stores of 16 bytes: dst, the column stride and the lanes' bytes (where
+     * the last 8 lanes start) 16-byte aligned */
+    const ptrdiff_t size = kind ? 2 : 4;
     stream = PG_HAVE_STREAM && stream && ((uintptr_t)dst % 16u) == 0
-             && (ds * (kind ? 2 : 4)) % 16 == 0;
+             && (ds * size) % 16 == 0 && (L * size) % 16 == 0;
     if (kind == 0) pg_lanes_row_avx2_f32(dst, ds, g, gs, k, ww, nr, tap, m, W, L, Wo, stream);
     else if (kind == 1) pg_lanes_row_avx2_f16(dst, ds, g, gs, k, ww, nr, tap, m, W, L, Wo, stream);
     else pg_lanes_row_avx2_bf16(dst, ds, g, gs, k, ww, nr, tap, m, W, L, Wo, stream);

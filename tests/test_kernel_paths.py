@@ -520,8 +520,9 @@ def test_avx2_loops_give_the_same_bits_as_baseline(dtype, request):
 # grad_input row formed in registers from the grad_output rows, no E rows (_lanes_rows,
 # pg_stream.h's pg_lanes_row); one and two taps per column and up to six covering rows,
 # padding (sentinel taps), divisors of either sign, stride past the kernel (empty covers),
-# 3-D input, C of 16 q + 8 lanes (the 8-lane tail), and outputs whose columns have gaps
-# between them, at an address that is not 16-byte aligned (no streaming stores there)
+# 3-D input, C of 16 q + 8 lanes (the 8-lane tail), C = 12 and 20 (the last 8 lanes
+# overlapping the ones before), and outputs whose columns have gaps between them, at an
+# address that is not 16-byte aligned (no streaming stores there)
 LANES_AVG = [  # (x shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
     ((2, 8, 13, 21), 3, 2, 1, False, True, 0),
     ((1, 16, 12, 19), 3, 1, 0, True, False, 0),       # three rows and taps a value
@@ -530,10 +531,14 @@ LANES_AVG = [  # (x shape, kernel, stride, padding, ceil_mode, count_include_pad
     ((1, 32, 10, 23), (6, 4), (2, 3), (3, 2), True, False, 0),
     ((16, 9, 13), 3, 2, 1, False, False, 5),            # 3-D input
     ((2, 16, 12, 15), 3, 3, 0, False, True, 0),         # blocks of 3 equal rows
+    ((2, 12, 9, 11), 3, 2, 1, False, True, 0),
+    ((1, 20, 8, 10), 2, 2, 0, False, True, 0),
 ]
-# the last two: blocks of equal rows (3 x 3 and 4 x 8), each row formed once and copied
+# the last three: blocks of equal rows (3 x 3, 4 x 8 and 2 x 3), each row formed once and
+# copied
 LANES_ADAPTIVE = [((2, 16, 5, 9, 13), (3, 4, 6)), ((1, 8, 4, 6, 24), (4, 3, 8)),
-                  ((2, 8, 6, 9, 10), (2, 3, 5)), ((1, 64, 16, 64, 64), (4, 8, 8))]
+                  ((2, 8, 6, 9, 10), (2, 3, 5)), ((1, 64, 16, 64, 64), (4, 8, 8)),
+                  ((2, 13, 4, 9, 10), (2, 3, 5))]
 
 
 def _lanes_out(shape, dtype, gaps):
@@ -605,6 +610,28 @@ def test_lanes_rows_give_the_same_bits_as_e_rows(dtype, request, monkeypatch):
     streamed = _lanes_runs(dtype)
     for a, b, c in zip(fast, base, streamed, strict=True):
         assert np.array_equal(a, b) and np.array_equal(a, c)
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16)],
+                         ids=["f32", "f16"])
+def test_lanes_rows_stream_only_where_their_last_lanes_are_aligned(dtype, request):
+    """Channels-last rows of 10 lanes, columns 48 lanes apart from an aligned start: the
+    column stride allows 16-byte streaming stores, but the last 8 lanes start 2 lanes in,
+    so pg_lanes_row stores them without streaming (a streaming store there would fault)."""
+    request.getfixturevalue("stream_everything")
+    x_shape = (2, 10, 9, 12)
+    go, want = _channels_last_avg(dtype, np.random.default_rng(25), x_shape, 3, 2, 1,
+                                  False, True, 0)
+    store = np.full((2, 9, 12, 16 + 32), 7, dtype)
+    skip = (-store.ctypes.data % 64) // dtype.itemsize   # start on a 64-byte boundary
+    out = store[..., skip:skip + 10].transpose(0, 3, 1, 2)
+    assert out.ctypes.data % 64 == 0 and out.strides[3] % 16 == 0
+    op = pg.AvgPool2dBackward(go, x_shape, 3, 2, 1, False, True, 0, 0, out)
+    assert op._kernel.c_item == "lanes"
+    op.execute(n_threads=2)
+    np.testing.assert_allclose(out.astype(np.float64), want, *tolerance(dtype))
+    assert np.all(store[..., :skip] == 7) and np.all(store[..., skip + 10:] == 7)
 
 
 # channels-last C < 16: (x shape, kernel, stride, padding, ceil_mode, count_include_pad,
