@@ -585,7 +585,8 @@ static inline void pg_spread16_row(uint16_t *dst, const uint16_t *r, const int64
     for (ptrdiff_t j = 0;; j += 16, sp += 5) {
         if (j + 16 > W) j = W - 16;
         const __m256i c = _mm256_loadu_si256((const __m256i *)(sp + 1));
-        const __m256i a = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(r + sp[0])));
+        const __m256i a = _mm256_broadcastsi128_si256(
+            _mm_loadu_si128((const __m128i *)(r + sp[0])));
         __m256i v;
         if (!wide) {
             v = _mm256_shuffle_epi8(a, c);

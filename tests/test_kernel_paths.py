@@ -782,12 +782,13 @@ def test_narrow_rows_give_the_same_bits_as_e_rows(dtype, request):
 
 
 # one tap per column (pg_item.h's runs of equal taps, stored eight columns at a time, or for
-# float32 runs under 8 columns the spread, permuted eight columns at a time): adaptive W windows of 3 (a short run's store runs on into the next), 12 and 18 (the last
-# store overlaps), a width under 8 and a last run without room for a whole store; overlapping
-# or separate D/H windows (the general item and the one-value-per-window one, whose planes
+# float32 runs under 8 columns the spread, permuted eight columns at a time): adaptive W
+# windows of 3 (a short run's store runs on into the next), 12 and 18 (the last store
+# overlaps), a width under 8 and a last run without room for a whole store; overlapping or
+# separate D/H windows (the general item and the one-value-per-window one, whose planes
 # under one D window are copied from the first as a slab, or row by row where grad_input's
-# rows have gaps between them); pooling with
-# kernel = stride 3 and an uncovered last column, and stride past the kernel (gaps)
+# rows have gaps between them); pooling with kernel = stride 3 and an uncovered last
+# column, and stride past the kernel (gaps)
 RUN_ADAPTIVE = [((2, 3, 4, 5, 48), (3, 5, 16)), ((2, 3, 5, 6, 96), (2, 3, 8)),
                 ((2, 3, 3, 4, 7), (2, 3, 7)), ((2, 3, 2, 3, 9), (2, 2, 3)),
                 ((1, 4, 6, 9, 72), (6, 9, 4)), ((2, 3, 15, 7, 63), (4, 7, 7)),
