@@ -241,6 +241,35 @@ def spread(tp, width, n_narrow, es):
     return table, wide
 
 
+@functools.lru_cache(maxsize=256)
+def window_spread(W, L, Wo, es):
+    """The table of the channels-last max-pool gradient's gather form in flat rows
+    (pg_scatter.h's pg_fwrite_row), for 2..15 lanes not a multiple of 8: an input row of W
+    positions of L lanes (flat column x = w * L + l) takes its values from the output row's
+    column (w // kw) * L + l, kw = W // Wo; (table, wide), the table nine int64 per block:
+    spread's five, then each column's place w % kw in its window row (int32 for float32,
+    uint16 for 16-bit).  None where there is no such form: other lane counts or element
+    sizes, windows that do not tile the row, or output rows of fewer than 16 values (a
+    block's loads).  Fewer than 16 lanes keep every block's span within 16 values: 16
+    columns across two windows span 15, within one window at most L - 1."""
+    if not 1 < L < 16 or L % 8 == 0 or es not in (2, 4) or Wo < 1 or W % Wo or Wo * L < 16:
+        return None
+    kw = W // Wo
+    w, lane = np.divmod(np.arange(W * L), L)
+    sp = spread((w // kw) * L + lane, W * L, Wo * L, es)
+    if sp is None:
+        return None
+    blk = 16 if es == 2 else 8
+    first = np.minimum(np.arange(0, W * L, blk), W * L - blk)
+    place = (w % kw)[first[:, None] + np.arange(blk)[None, :]]
+    table = np.empty((len(first), 9), np.int64)
+    table[:, :5] = sp[0].reshape(-1, 5)
+    table[:, 5:].view(np.int32 if es == 4 else np.uint16)[:] = place
+    table = table.reshape(-1)
+    table.flags.writeable = False
+    return table, sp[1]
+
+
 def polyphase(lo, hi, period):
     """Interior of the W expansion in polyphase form (pyx/pg_expand.h): (q0, q1, c, m) such
     that for q0 <= q < q1 and r < period, column period*q + r is covered by the output

@@ -322,11 +322,14 @@ class AdaptiveMaxPool2dBackward(Operator):
             n, c, _, hh, ww, lanes = gi6.shape
             bh = _plan.scatter_blocks(hh, ww * lanes, n * c, _threads.CPU_COUNT,
                                      go6.shape[3])
+            flat = None
+            if _plan.SCATTER_WINDOW:
+                flat = _plan.window_spread(ww, lanes, go6.shape[4], gi6.itemsize)
             kernel = _kernels.MaxScatterKernel(
                 go6, ind6, gi6, _plan.KINDS[dt], bh, _plan.streaming(gi6),
                 _plan.streaming_region(gi6, 0),
                 _plan.scatter_sparse(hh * ww, go6.shape[3] * go6.shape[4], bh * ww * lanes),
-                _plan.SCATTER_WINDOW)
+                _plan.SCATTER_WINDOW, flat)
         elif go.size and not gi.size:
             # a zero-size plane with grad_output values: every index is out of range
             self._plane = 0

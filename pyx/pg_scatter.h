@@ -590,8 +590,8 @@ static void pg_wrows(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g, ptrdi
 }
 
 /*
- * The channels-last gather form (windows kh x kw tiling the plane, L lanes a position, L a
- * multiple of 8).
+ * The channels-last gather form (windows kh x kw tiling the plane, L >= 8 lanes a position;
+ * where L is not a multiple of 8, the last 8 lanes of a position overlap the ones before).
  *
  * pg_lcode_row (the check's pass): the codes of one output row's indices (Wo columns of
  * L lanes, columns js apart), r * kw + c where an index is position (r, c) of its own
@@ -609,16 +609,18 @@ static void pg_wrows(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g, ptrdi
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline int pg_lcode_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
                                 ptrdiff_t js, ptrdiff_t Wo, ptrdiff_t L, ptrdiff_t base,
-                                ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
+                                ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw, int tail)
 {
     const ptrdiff_t isz = j64 ? 8 : 4;
     __m256i hi = _mm256_setzero_si256(), top = _mm256_setzero_si256();
     for (ptrdiff_t ow = 0; ow < Wo; ow++, code += L) {
         const char *jc = (const char *)j + ow * js * isz;
         const __m256i b = _mm256_set1_epi32((int)(base + ow * kw));
-        for (ptrdiff_t l = 0; l < L; l += 8)
+        for (ptrdiff_t l = 0; l < L; l += 8) {
+            if (tail && l + 8 > L) l = L - 8;   /* the last 8 overlap the ones before */
             pg_wcode_put8(code + l, pg_wcode8(pg_wlow8(jc, l, j64, &hi), b, W, kh, kw, kh == 2),
                           &top);
+        }
     }
     return pg_wcode_all_in(top, hi, j64);
 }
@@ -627,12 +629,17 @@ __attribute__((target("avx2,f16c")))
 static int pg_lcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t js, ptrdiff_t Wo,
                         ptrdiff_t L, ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
 {
+#define PG_LC(j64_, h, w) do {                                                              \
+        if (L % 8) return pg_lcode_body(code, j, j64_, js, Wo, L, base, W, h, w, 1);        \
+        return pg_lcode_body(code, j, j64_, js, Wo, L, base, W, h, w, 0);                   \
+    } while (0)
     if (kh == 2 && kw == 2) {   /* the 2x2 windows as constants */
-        if (j64) return pg_lcode_body(code, j, 1, js, Wo, L, base, W, 2, 2);
-        return pg_lcode_body(code, j, 0, js, Wo, L, base, W, 2, 2);
+        if (j64) PG_LC(1, 2, 2);
+        PG_LC(0, 2, 2);
     }
-    if (j64) return pg_lcode_body(code, j, 1, js, Wo, L, base, W, kh, kw);
-    return pg_lcode_body(code, j, 0, js, Wo, L, base, W, kh, kw);
+    if (j64) PG_LC(1, kh, kw);
+    PG_LC(0, kh, kw);
+#undef PG_LC
 }
 
 /* up to PG_LBLOCK lanes of one output column at a time: their codes widened and their
@@ -642,11 +649,21 @@ static int pg_lcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t js, ptr
  * than the write combining of streaming stores holds for wide windows) */
 #define PG_LBLOCK 1024
 
+/* the staging buffers' loads and stores: aligned, except where the last 8 lanes overlap */
+#define PG_ST256(p, v) (tail ? _mm256_storeu_si256((__m256i *)(p), v)                      \
+                        : _mm256_store_si256((__m256i *)(p), v))
+#define PG_LD256(p) (tail ? _mm256_loadu_si256((const __m256i *)(p))                        \
+                     : _mm256_load_si256((const __m256i *)(p)))
+#define PG_ST128(p, v) (tail ? _mm_storeu_si128((__m128i *)(p), v)                          \
+                        : _mm_store_si128((__m128i *)(p), v))
+#define PG_LD128(p) (tail ? _mm_loadu_si128((const __m128i *)(p))                            \
+                     : _mm_load_si128((const __m128i *)(p)))
+
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_lwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, ptrdiff_t xs,
                                   const char *g, ptrdiff_t gs, const uint8_t *code, int kind,
                                   int stream, ptrdiff_t Wo, ptrdiff_t L, ptrdiff_t kh,
-                                  ptrdiff_t kw)
+                                  ptrdiff_t kw, int tail)
 {
     const ptrdiff_t es = kind ? 2 : 4;
     const __m256 zero = _mm256_setzero_ps();
@@ -654,15 +671,20 @@ static inline void pg_lwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, ptrdiff_t
     __attribute__((aligned(32))) uint32_t vbuf[PG_LBLOCK];   /* values: 4 or 2 bytes */
     for (ptrdiff_t ow = 0; ow < Wo; ow++) {
         for (ptrdiff_t l0 = 0; l0 < L; l0 += PG_LBLOCK) {
-            const ptrdiff_t nb = L - l0 < PG_LBLOCK ? L - l0 : PG_LBLOCK;
+            ptrdiff_t nb = L - l0 < PG_LBLOCK ? L - l0 : PG_LBLOCK;
+            if (nb < 8) {   /* a tail of fewer than 8 lanes: the last 8 lanes again */
+                l0 = L - 8;
+                nb = 8;
+            }
             const uint8_t *cp = code + ow * L + l0;
             const char *gp = g + (ow * gs + l0) * es;
             for (ptrdiff_t l = 0; l < nb; l += 8) {
+                if (tail && l + 8 > nb) l = nb - 8;   /* the last 8 overlap the ones before */
                 const __m128i q8 = _mm_loadl_epi64((const __m128i *)(cp + l));
                 if (kind == 0) {
-                    _mm256_store_si256((__m256i *)(qbuf + l), _mm256_cvtepu8_epi32(q8));
-                    _mm256_store_ps((float *)vbuf + l,
-                                    _mm256_add_ps(zero, _mm256_loadu_ps((const float *)gp + l)));
+                    PG_ST256(qbuf + l, _mm256_cvtepu8_epi32(q8));
+                    PG_ST256(vbuf + l, _mm256_castps_si256(
+                        _mm256_add_ps(zero, _mm256_loadu_ps((const float *)gp + l))));
                     continue;
                 }
                 const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)gp + l));
@@ -679,8 +701,8 @@ static inline void pg_lwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, ptrdiff_t
                     v = _mm256_cvtps_ph(_mm256_add_ps(zero, _mm256_cvtph_ps(h)),
                                         _MM_FROUND_TO_NEAREST_INT);
                 }
-                _mm_store_si128((__m128i *)((uint16_t *)qbuf + l), _mm_cvtepu8_epi16(q8));
-                _mm_store_si128((__m128i *)((uint16_t *)vbuf + l), v);
+                PG_ST128((uint16_t *)qbuf + l, _mm_cvtepu8_epi16(q8));
+                PG_ST128((uint16_t *)vbuf + l, v);
             }
             for (ptrdiff_t r = 0; r < kh; r++) {
                 for (ptrdiff_t c = 0; c < kw; c++) {
@@ -689,20 +711,19 @@ static inline void pg_lwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, ptrdiff_t
                     if (kind == 0) {
                         const __m256i wv = _mm256_set1_epi32(want);
                         for (ptrdiff_t l = 0; l < nb; l += 8) {
+                            if (tail && l + 8 > nb) l = nb - 8;
                             const __m256i x = _mm256_and_si256(
-                                _mm256_cmpeq_epi32(_mm256_load_si256((const __m256i *)(qbuf + l)),
-                                                   wv),
-                                _mm256_load_si256((const __m256i *)(vbuf + l)));
+                                _mm256_cmpeq_epi32(PG_LD256(qbuf + l), wv), PG_LD256(vbuf + l));
                             if (stream) pg_stream32(dp + l * 4, x);
                             else _mm256_storeu_si256((__m256i *)(dp + l * 4), x);
                         }
                     } else {
                         const __m128i wv = _mm_set1_epi16((short)want);
                         for (ptrdiff_t l = 0; l < nb; l += 8) {
+                            if (tail && l + 8 > nb) l = nb - 8;
                             const __m128i x = _mm_and_si128(
-                                _mm_cmpeq_epi16(
-                                    _mm_load_si128((const __m128i *)((uint16_t *)qbuf + l)), wv),
-                                _mm_load_si128((const __m128i *)((uint16_t *)vbuf + l)));
+                                _mm_cmpeq_epi16(PG_LD128((uint16_t *)qbuf + l), wv),
+                                PG_LD128((uint16_t *)vbuf + l));
                             if (stream) _mm_stream_si128((__m128i *)(dp + l * 2), x);
                             else _mm_storeu_si128((__m128i *)(dp + l * 2), x);
                         }
@@ -713,6 +734,11 @@ static inline void pg_lwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, ptrdiff_t
     }
 }
 
+#undef PG_ST256
+#undef PG_LD256
+#undef PG_ST128
+#undef PG_LD128
+
 __attribute__((target("avx2,f16c")))
 static void pg_lwrite_row(void *dst, ptrdiff_t rs, ptrdiff_t xs, const void *g, ptrdiff_t gs,
                           const uint8_t *code, int kind, int stream, ptrdiff_t Wo, ptrdiff_t L,
@@ -721,12 +747,16 @@ static void pg_lwrite_row(void *dst, ptrdiff_t rs, ptrdiff_t xs, const void *g, 
     /* streaming stores of 16 bytes: dst and the row and column strides 16-byte aligned */
     const ptrdiff_t es = kind ? 2 : 4;
     stream = stream && ((uintptr_t)dst % 16u) == 0 && (xs * es) % 16 == 0 && (rs * es) % 16 == 0;
-#define PG_LW(k, s, h, w) pg_lwrite_body((char *)dst, rs, xs, (const char *)g, gs, code, k, s, \
-                                         Wo, L, h, w)
+#define PG_LW(k, s, h, w, t) pg_lwrite_body((char *)dst, rs, xs, (const char *)g, gs, code, k, \
+                                            s, Wo, L, h, w, t)
+#define PG_LW_TAIL(k, s, h, w) do {                                                         \
+        if (L % 8) PG_LW(k, s, h, w, 1);                                                    \
+        else PG_LW(k, s, h, w, 0);                                                          \
+    } while (0)
 #define PG_LW_KIND(s, h, w) do {                                                            \
-        if (kind == 0) PG_LW(0, s, h, w);                                                   \
-        else if (kind == 1) PG_LW(1, s, h, w);                                              \
-        else PG_LW(2, s, h, w);                                                             \
+        if (kind == 0) PG_LW_TAIL(0, s, h, w);                                              \
+        else if (kind == 1) PG_LW_TAIL(1, s, h, w);                                         \
+        else PG_LW_TAIL(2, s, h, w);                                                        \
     } while (0)
     if (kh == 2 && kw == 2) {
         if (stream) PG_LW_KIND(1, 2, 2);
@@ -736,7 +766,206 @@ static void pg_lwrite_row(void *dst, ptrdiff_t rs, ptrdiff_t xs, const void *g, 
         else PG_LW_KIND(0, kh, kw);
     }
 #undef PG_LW_KIND
+#undef PG_LW_TAIL
 #undef PG_LW
+}
+
+/*
+ * The channels-last gather form for 2..7 lanes a position (flat rows: an output row's
+ * Wo * L indices and values, and an input row's W * L values, each contiguous).
+ *
+ * pg_fcode_row: the codes of one output row's n = Wo * L indices (n >= 8), as pg_lcode_row
+ * gives them, eight a step (the last eight overlapping the ones before), each index's
+ * window found from its place in the row: column (i / L) * kw of the first window's row.
+ *
+ * pg_fwrite_row: the kh input rows (rs apart) of one output row's windows, each n = W * L
+ * values: block by block of B columns (B = 8 for float32, 16 for 16-bit, the last
+ * overlapping the one before), each column's value and code gathered from the output row
+ * and its codes through the table sp (_plan.window_spread: per block, the spread's base
+ * and controls, then each column's place c in its window row, 32 bytes), then, for each
+ * input row r, the value where the code is r * kw + c, +0.0 elsewhere.  The values plus
+ * zero and +0.0 elsewhere, as pg_lwrite_row; a staging buffer of PG_FCOLS columns makes
+ * the rows' stores one row after another.  Streaming stores if `stream` (dst, rs and the
+ * row 16-byte multiples).
+ */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline int pg_fcode_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
+                                ptrdiff_t n, ptrdiff_t L, ptrdiff_t base, ptrdiff_t W,
+                                ptrdiff_t kh, ptrdiff_t kw)
+{
+    __m256i hi = _mm256_setzero_si256(), top = _mm256_setzero_si256();
+    /* lane i of the step at o: its lane within the position (o + i) % L and its window's
+     * top-left corner base + ((o + i) / L) * kw, both advanced by 8 a step */
+    __attribute__((aligned(32))) int32_t rem0[8], cur0[8];
+    for (ptrdiff_t i = 0, r = 0, c = base; i < 8; i++) {
+        rem0[i] = (int32_t)r;
+        cur0[i] = (int32_t)c;
+        if (++r == L) {
+            r = 0;
+            c += kw;
+        }
+    }
+    __m256i rem = _mm256_load_si256((const __m256i *)rem0);
+    __m256i cur = _mm256_load_si256((const __m256i *)cur0);
+    const __m256i dr = _mm256_set1_epi32((int)(8 % L));
+    const __m256i dc = _mm256_set1_epi32((int)((8 / L) * kw));
+    const __m256i lm1 = _mm256_set1_epi32((int)(L - 1)), lv = _mm256_set1_epi32((int)L);
+    const __m256i kwv = _mm256_set1_epi32((int)kw);
+    ptrdiff_t o = 0;
+    for (; o + 8 <= n; o += 8) {
+        pg_wcode_put8(code + o, pg_wcode8(pg_wlow8(j, o, j64, &hi), cur, W, kh, kw, kh == 2),
+                      &top);
+        rem = _mm256_add_epi32(rem, dr);
+        cur = _mm256_add_epi32(cur, dc);
+        const __m256i carry = _mm256_cmpgt_epi32(rem, lm1);
+        rem = _mm256_sub_epi32(rem, _mm256_and_si256(carry, lv));
+        cur = _mm256_add_epi32(cur, _mm256_and_si256(carry, kwv));
+    }
+    if (o < n) {
+        o = n - 8;
+        for (ptrdiff_t i = 0, r = o % L, c = base + (o / L) * kw; i < 8; i++) {
+            cur0[i] = (int32_t)c;
+            if (++r == L) {
+                r = 0;
+                c += kw;
+            }
+        }
+        cur = _mm256_load_si256((const __m256i *)cur0);
+        pg_wcode_put8(code + o, pg_wcode8(pg_wlow8(j, o, j64, &hi), cur, W, kh, kw, kh == 2),
+                      &top);
+    }
+    return pg_wcode_all_in(top, hi, j64);
+}
+
+__attribute__((target("avx2,f16c")))
+static int pg_fcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t n, ptrdiff_t L,
+                        ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
+{
+    if (kh == 2 && kw == 2) {
+        if (j64) return pg_fcode_body(code, j, 1, n, L, base, W, 2, 2);
+        return pg_fcode_body(code, j, 0, n, L, base, W, 2, 2);
+    }
+    if (j64) return pg_fcode_body(code, j, 1, n, L, base, W, kh, kw);
+    return pg_fcode_body(code, j, 0, n, L, base, W, kh, kw);
+}
+
+/* eight 16-bit values plus zero (kind 1 bfloat16, 2 float16), as pg_lwrite_body forms
+ * them */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline __m128i pg_h16_plus0(__m128i h, int kind)
+{
+    const __m256 zero = _mm256_setzero_ps();
+    if (kind == 1) {
+        const __m256i w = _mm256_srli_epi32(_mm256_castps_si256(_mm256_add_ps(
+            zero, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)))), 16);
+        return _mm_packus_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+    }
+    return _mm256_cvtps_ph(_mm256_add_ps(zero, _mm256_cvtph_ps(h)), _MM_FROUND_TO_NEAREST_INT);
+}
+
+#define PG_FCOLS 512   /* staged columns (a multiple of 16) */
+
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_fwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, const char *g,
+                                  const uint8_t *code, const int64_t *sp, ptrdiff_t n,
+                                  int kind, int stream, int wide, ptrdiff_t kh, ptrdiff_t kw)
+{
+    const ptrdiff_t es = kind ? 2 : 4, B = kind ? 16 : 8;
+    const ptrdiff_t nblk = (n + B - 1) / B, per = PG_FCOLS / B;
+    const __m256 zero = _mm256_setzero_ps();
+    const __m256i c70 = _mm256_set1_epi8(0x70), c16 = _mm256_set1_epi8(16);
+    __attribute__((aligned(32))) uint8_t vbuf[PG_FCOLS * 4], qbuf[PG_FCOLS * 4];
+    for (ptrdiff_t b0 = 0; b0 < nblk; b0 += per) {
+        const ptrdiff_t b1 = b0 + per < nblk ? b0 + per : nblk;
+        for (ptrdiff_t b = b0; b < b1; b++) {
+            const int64_t *t = sp + 9 * b;
+            __m256i *vs = (__m256i *)(vbuf + (b - b0) * 32), *qs = (__m256i *)(qbuf + (b - b0) * 32);
+            const uint8_t *cp = code + t[0];
+            if (kind == 0) {
+                const __m256i ix = _mm256_loadu_si256((const __m256i *)(t + 1));
+                const float *s = (const float *)g + t[0];
+                __m256 v = _mm256_permutevar8x32_ps(_mm256_add_ps(zero, _mm256_loadu_ps(s)), ix);
+                __m256i q = _mm256_permutevar8x32_epi32(
+                    _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)cp)), ix);
+                if (wide) {
+                    const __m256 m = _mm256_castsi256_ps(_mm256_slli_epi32(ix, 28));
+                    v = _mm256_blendv_ps(v, _mm256_permutevar8x32_ps(
+                        _mm256_add_ps(zero, _mm256_loadu_ps(s + 8)), ix), m);
+                    q = _mm256_castps_si256(_mm256_blendv_ps(
+                        _mm256_castsi256_ps(q),
+                        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(
+                            _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(cp + 8))),
+                            ix)), m));
+                }
+                _mm256_store_ps((float *)vs, v);
+                _mm256_store_si256(qs, q);
+                continue;
+            }
+            const __m256i c = _mm256_loadu_si256((const __m256i *)(t + 1));
+            const uint16_t *s = (const uint16_t *)g + t[0];
+            const __m256i a = _mm256_broadcastsi128_si256(
+                pg_h16_plus0(_mm_loadu_si128((const __m128i *)s), kind));
+            const __m256i qa = _mm256_broadcastsi128_si256(
+                _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)cp)));
+            __m256i v, q;
+            if (!wide) {
+                v = _mm256_shuffle_epi8(a, c);
+                q = _mm256_shuffle_epi8(qa, c);
+            } else {
+                const __m256i b8 = _mm256_broadcastsi128_si256(
+                    pg_h16_plus0(_mm_loadu_si128((const __m128i *)(s + 8)), kind));
+                const __m256i qb = _mm256_broadcastsi128_si256(
+                    _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(cp + 8))));
+                const __m256i ca = _mm256_adds_epu8(c, c70), cb = _mm256_sub_epi8(c, c16);
+                v = _mm256_or_si256(_mm256_shuffle_epi8(a, ca), _mm256_shuffle_epi8(b8, cb));
+                q = _mm256_or_si256(_mm256_shuffle_epi8(qa, ca), _mm256_shuffle_epi8(qb, cb));
+            }
+            _mm256_store_si256(vs, v);
+            _mm256_store_si256(qs, q);
+        }
+        for (ptrdiff_t r = 0; r < kh; r++) {
+            char *row = dst + r * rs * es;
+            for (ptrdiff_t b = b0; b < b1; b++) {
+                const int64_t *t = sp + 9 * b;
+                const ptrdiff_t j = b * B + B <= n ? b * B : n - B;
+                const __m256i cpos = _mm256_loadu_si256((const __m256i *)(t + 5));
+                const __m256i v = _mm256_load_si256((const __m256i *)(vbuf + (b - b0) * 32));
+                const __m256i q = _mm256_load_si256((const __m256i *)(qbuf + (b - b0) * 32));
+                const __m256i want = kind == 0
+                    ? _mm256_add_epi32(cpos, _mm256_set1_epi32((int)(r * kw)))
+                    : _mm256_add_epi16(cpos, _mm256_set1_epi16((short)(r * kw)));
+                const __m256i x = _mm256_and_si256(
+                    kind == 0 ? _mm256_cmpeq_epi32(q, want) : _mm256_cmpeq_epi16(q, want), v);
+                if (stream) pg_stream32(row + j * es, x);
+                else _mm256_storeu_si256((__m256i *)(row + j * es), x);
+            }
+        }
+    }
+}
+
+__attribute__((target("avx2,f16c")))
+static void pg_fwrite_row(void *dst, ptrdiff_t rs, const void *g, const uint8_t *code,
+                          const int64_t *sp, ptrdiff_t n, int kind, int stream, int wide,
+                          ptrdiff_t kh, ptrdiff_t kw)
+{
+    const ptrdiff_t es = kind ? 2 : 4;
+    stream = stream && ((uintptr_t)dst % 16u) == 0 && (rs * es) % 16 == 0 && (n * es) % 16 == 0;
+#define PG_FW(k, s, w, h, kw_) pg_fwrite_body((char *)dst, rs, (const char *)g, code, sp, n, \
+                                              k, s, w, h, kw_)
+#define PG_FW_KIND(s, w, h, kw_) do {                                                      \
+        if (kind == 0) PG_FW(0, s, w, h, kw_);                                              \
+        else if (kind == 1) PG_FW(1, s, w, h, kw_);                                         \
+        else PG_FW(2, s, w, h, kw_);                                                        \
+    } while (0)
+    if (kh == 2 && kw == 2) {
+        if (stream) { if (wide) PG_FW_KIND(1, 1, 2, 2); else PG_FW_KIND(1, 0, 2, 2); }
+        else { if (wide) PG_FW_KIND(0, 1, 2, 2); else PG_FW_KIND(0, 0, 2, 2); }
+    } else {
+        if (stream) PG_FW_KIND(1, wide, kh, kw);
+        else PG_FW_KIND(0, wide, kh, kw);
+    }
+#undef PG_FW_KIND
+#undef PG_FW
 }
 
 #else
@@ -781,6 +1010,21 @@ static void pg_lwrite_row(void *dst, ptrdiff_t rs, ptrdiff_t xs, const void *g, 
 {
     (void)dst; (void)rs; (void)xs; (void)g; (void)gs; (void)code; (void)kind; (void)stream;
     (void)Wo; (void)L; (void)kh; (void)kw;
+}
+
+static int pg_fcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t n, ptrdiff_t L,
+                        ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
+{
+    (void)code; (void)j; (void)j64; (void)n; (void)L; (void)base; (void)W; (void)kh; (void)kw;
+    return 0;
+}
+
+static void pg_fwrite_row(void *dst, ptrdiff_t rs, const void *g, const uint8_t *code,
+                          const int64_t *sp, ptrdiff_t n, int kind, int stream, int wide,
+                          ptrdiff_t kh, ptrdiff_t kw)
+{
+    (void)dst; (void)rs; (void)g; (void)code; (void)sp; (void)n; (void)kind; (void)stream;
+    (void)wide; (void)kh; (void)kw;
 }
 
 static void pg_wrows(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g, ptrdiff_t gs,

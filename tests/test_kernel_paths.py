@@ -1124,22 +1124,42 @@ def test_max_pool_gather_form_plan_and_workspace():
             assert np.all(dst == 5.0)
 
 
-# the channels-last gather form (pg_scatter.h: pg_lcode_row, pg_lwrite_row): windows of
-# at most 64 positions tiling the plane, C a multiple of 8 (C = 16 q + 8 too)
-LWINDOW_CASES = [  # (x shape, output size)
-    ((2, 16, 8, 8), (4, 4)),       # 2 x 2
-    ((3, 24, 12, 10), (4, 5)),     # 3 x 2
-    ((1, 8, 6, 16), (2, 4)),       # 3 x 4
-    ((2, 8, 16, 32), (2, 4)),      # 8 x 8, the largest
-    ((1, 16, 5, 16), (5, 4)),      # 1 x 4
-    ((1, 1032, 6, 8), (2, 4)),     # 3 x 2, lanes in two blocks (1024 + 8)
+# the channels-last gather form: windows of at most 64 positions tiling the plane.  Lanes
+# (pg_scatter.h: pg_lcode_row, pg_lwrite_row): C >= 8 (the last 8 lanes overlapping the
+# ones before where C is not a multiple of 8), windows of at most 4 positions or C lanes of
+# at least 128 bytes; flat rows (pg_fcode_row, pg_fwrite_row): C < 16 not a multiple of 8,
+# contiguous rows of at least 16 outputs, windows of at most 16 positions
+LWINDOW_CASES = [  # (x shape, output size, planned with contiguous lanes, columns apart)
+    ((2, 16, 8, 8), (4, 4), True, True),        # 2 x 2
+    ((3, 64, 12, 10), (4, 5), True, True),      # 3 x 2, 128 bytes of float16 lanes
+    ((1, 64, 6, 16), (2, 4), True, True),       # 3 x 4
+    ((2, 64, 16, 32), (2, 4), True, True),      # 8 x 8, the largest
+    ((1, 16, 5, 16), (5, 4), True, True),       # 1 x 4
+    ((1, 1032, 6, 8), (2, 4), True, True),      # 3 x 2, lanes in two blocks (1024 + 8)
+    ((1, 1028, 4, 8), (2, 4), True, True),      # 2 x 2, 1024 lanes + the last 8 again
+    ((2, 20, 8, 8), (4, 4), True, True),        # 2 x 2, 16 lanes + the last 8 again
+    ((1, 68, 4, 16), (2, 4), True, True),       # 2 x 4, 68 lanes
+    ((2, 24, 12, 10), (4, 5), False, False),    # 3 x 2 with 24 lanes: the scatter
+    ((2, 3, 8, 12), (4, 6), True, False),       # flat rows, 2 x 2
+    ((3, 5, 12, 10), (4, 5), True, False),      # 3 x 2
+    ((1, 7, 16, 24), (4, 6), True, False),      # 4 x 4
+    ((2, 2, 6, 27), (2, 9), True, False),       # 3 x 3, two lanes
+    ((1, 9, 4, 12), (2, 6), True, True),        # 2 x 2: flat rows, or lanes
+    ((1, 15, 6, 8), (3, 4), True, True),
+    ((2, 12, 6, 12), (2, 4), True, False),      # 3 x 3: flat rows only
+    ((1, 2, 4, 8), (2, 4), False, False),       # rows of 8 outputs: the scatter
+    ((1, 3, 16, 32), (2, 4), False, False),     # 8 x 8 windows: the scatter
 ]
 
 
 def _lanes_view(shape, dtype, gap):
     """A channels-last grad_input filled with 7: columns C (gap: C + 24) lanes apart, at
-    `gap` elements into its buffer (1: not 16-byte aligned)."""
+    `gap` elements into its buffer (1: not 16-byte aligned); -1: contiguous, one element
+    into its buffer."""
     n, c, h, w = shape
+    if gap < 0:
+        store = np.full(n * h * w * c + 1, 7, dtype)[1:].reshape(n, h, w, c)
+        return store.transpose(0, 3, 1, 2)
     store = np.full((n, h, w, c + (24 if gap else 0)), 7, dtype)
     return store[..., gap:gap + c].transpose(0, 3, 1, 2)
 
@@ -1147,39 +1167,43 @@ def _lanes_view(shape, dtype, gap):
 @pytest.mark.parametrize("mode", [None, "stream_everything"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_max_pool_channels_last_gather_form_gives_the_scatters_bits(dtype, mode, request):
-    """The channels-last gather form against the scatter: special values, int32 and int64
-    indices, planes with a stray index or one position twice (those take the scatter),
-    grad_input columns apart and unaligned, streamed or not, 1 and 3 threads."""
+    """The channels-last gather form (lanes and flat rows) against the scatter: special
+    values, int32 and int64 indices, planes with a stray index or one position twice (those
+    take the scatter), grad_input contiguous, columns apart and unaligned, streamed or not,
+    1 and 3 threads; planned where LWINDOW_CASES says."""
     if mode:
         request.getfixturevalue(mode)
     rng = np.random.default_rng(22)
     cases = []
-    for x_shape, o in LWINDOW_CASES:
+    for x_shape, o, dense, apart in LWINDOW_CASES:
         for kind in ("window", "stray"):
             idx = _as(_window_indices(x_shape, o, rng, kind), "channels_last")
             go = _as(_special(idx.shape, dtype, rng), "channels_last")
             for idx_dtype in (np.int64, np.int32):
-                cases.append((x_shape, go, idx.astype(idx_dtype), kind))
+                cases.append((x_shape, go, idx.astype(idx_dtype), dense, apart))
 
     def runs():
         outs = []
-        for x_shape, go, idx, kind in cases:
+        for x_shape, go, idx, dense, apart in cases:
             want = ref_adaptive_max_pool2d_backward(go, x_shape, idx)
-            for gap in (0, 1, 8):
+            for gap in (0, -1, 1, 8):
                 out = _lanes_view(x_shape, dtype, gap)
                 op = pg.AdaptiveMaxPool2dBackward(go, x_shape, idx, out)
                 if dtype != np.float64 and _kernels.simd_in_use() == "avx2":
                     # the codes (a byte per index) in the shared workspace; the scatter's
                     # row ranges of a plane split into blocks are fewer bytes
-                    assert (op._kernel.shared_bytes >= idx.size) == _plan.SCATTER_WINDOW
+                    planned = _plan.SCATTER_WINDOW and (dense if gap <= 0 else apart)
+                    assert (op._kernel.shared_bytes >= idx.size) == planned, (x_shape, gap)
                 for nt in (1, 3):
                     out[...] = 7
                     op.execute(n_threads=nt)
                     np.testing.assert_allclose(out.astype(np.float64), want,
                                                *tolerance(dtype))
-                    if gap:
+                    if gap > 0:
                         assert np.all(out.base[..., :gap] == 7)
                         assert np.all(out.base[..., gap + x_shape[1]:] == 7)
+                    elif gap < 0:
+                        assert out.base[0] == 7   # the element before it
                     outs.append(_bits(out))
         return outs
 
@@ -1187,15 +1211,45 @@ def test_max_pool_channels_last_gather_form_gives_the_scatters_bits(dtype, mode,
 
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
-def test_max_pool_channels_last_gather_form_codes_and_bad_indices():
-    """The check's pass of the channels-last gather form: each index's code r * kw + c in
-    its own window, at the workspace's 64-byte aligned start, then a byte per output row
-    and one per plane saying that all lie in their windows; not planned where the windows
-    do not tile the plane, are larger than 64 positions or C is not a multiple of 8; a bad
-    index anywhere (its low 32 bits in its own window included) leaves grad_input
-    untouched."""
+def test_max_pool_flat_rows_table():
+    """_plan.window_spread: each input column's output column and place in its window row,
+    for both block sizes; None where the flat rows do not apply."""
+    W, L, Wo = 12, 3, 6
+    x = np.arange(W * L)
+    src = (x // L // 2) * L + x % L
+    place = (x // L) % 2
+    for es, blk, view in ((4, 8, np.int32), (2, 16, np.uint16)):
+        table, wide = _plan.window_spread(W, L, Wo, es)
+        t = table.reshape(-1, 9)
+        first = np.minimum(np.arange(0, W * L, blk), W * L - blk)
+        assert len(t) == len(first)
+        for row, f in zip(t, first):
+            cols = f + np.arange(blk)
+            if es == 4:
+                off = row[1:5].view(np.int32)
+            else:
+                off = row[1:5].view(np.uint8)[0::2] // 2
+            np.testing.assert_array_equal(row[0] + off, src[cols])
+            np.testing.assert_array_equal(row[5:].view(view), place[cols])
+            assert 0 <= row[0] and row[0] + (16 if wide else 8) <= Wo * L
+    assert _plan.window_spread(6, 3, 3, 4) is None       # rows of 9 outputs
+    assert _plan.window_spread(12, 8, 6, 4) is None      # whole vectors of lanes
+    assert _plan.window_spread(12, 3, 6, 8) is None      # float64
+    assert _plan.window_spread(13, 3, 6, 4) is None      # windows do not tile the row
+    assert _plan.window_spread(12, 1, 6, 4) is None
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("c", [32, 5], ids=["lanes", "flat_rows"])
+def test_max_pool_channels_last_gather_form_codes_and_bad_indices(c):
+    """The check's pass of the channels-last gather form (lanes, and flat rows): each
+    index's code r * kw + c in its own window, at the workspace's 64-byte aligned start,
+    then a byte per output row and one per plane saying that all lie in their windows; not
+    planned where the windows do not tile the plane, are larger than 64 positions or, for
+    the lanes, more than 4 with lanes of fewer than 128 bytes; a bad index anywhere (its
+    low 32 bits in its own window included) leaves grad_input untouched."""
     rng = np.random.default_rng(6)
-    x_shape, o = (2, 16, 12, 10), (4, 5)      # windows 3 x 2
+    x_shape, o = (2, c, 12, 10), (4, 5)      # windows 3 x 2
     idx = _window_indices(x_shape, o, rng, "window")
     go = _as(make_array(idx.shape, np.float32, rng), "channels_last")
     gi = _lanes_view(x_shape, np.float32, 0)
@@ -1204,7 +1258,7 @@ def test_max_pool_channels_last_gather_form_codes_and_bad_indices():
     cols = (idx % 10 - np.arange(5) * 2)
     want = (rows * 2 + cols).transpose(0, 2, 3, 1)         # (N, Ho, Wo, C)
     stray = idx.copy()
-    stray[1, 5, 2, 3] = 0
+    stray[1, 3, 2, 3] = 0
     for j, planes in ((idx, [1, 1]), (stray, [1, 0])):
         op = pg.AdaptiveMaxPool2dBackward(go, x_shape, _as(j, "channels_last"), gi)
         assert op._kernel.shared_bytes >= idx.size + n * ho + n
@@ -1219,15 +1273,16 @@ def test_max_pool_channels_last_gather_form_codes_and_bad_indices():
         np.testing.assert_array_equal(codes[0], want[0])
         assert np.all(okrow[0] == 1) and okrow[1].min() == planes[1]
     for shape, out, ch in [((2, 16, 13, 10), (4, 5), 16), ((1, 8, 18, 9), (2, 1), 8),
-                           ((2, 12, 8, 8), (4, 4), 12)]:
+                           ((2, 24, 12, 10), (4, 5), 24), ((2, 5, 13, 10), (4, 5), 5),
+                           ((2, 5, 16, 40), (2, 5), 5)]:
         j = _as(np.zeros((shape[0], ch) + out, np.int64), "channels_last")
         k = pg.AdaptiveMaxPool2dBackward(_as(np.zeros(j.shape, np.float32), "channels_last"),
                                          shape, j, _lanes_view(shape, np.float32, 0))._kernel
         assert k.shared_bytes == 0, shape
-    own = int(idx[1, 6, 3, 4])
+    own = int(idx[1, 3, 3, 4])
     for bad_value in (-1, 120, own + 2**32, own - 2**32, own + 2**31):
         bad = idx.copy()
-        bad[1, 6, 3, 4] = bad_value
+        bad[1, 3, 3, 4] = bad_value
         dst = _lanes_view(x_shape, np.float32, 0)
         with pytest.raises(pg.ParamInvalidError) as e:
             pg.AdaptiveMaxPool2dBackward(go, x_shape, _as(bad, "channels_last"), dst).execute()
