@@ -642,6 +642,20 @@ static int pg_lcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t js, ptr
 #undef PG_LC
 }
 
+/* eight 16-bit values plus zero (kind 1 bfloat16: a bfloat16 value plus zero is a bfloat16
+ * value, the top half of the float32 sum; 2 float16) */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline __m128i pg_h16_plus0(__m128i h, int kind)
+{
+    const __m256 zero = _mm256_setzero_ps();
+    if (kind == 1) {
+        const __m256i w = _mm256_srli_epi32(_mm256_castps_si256(_mm256_add_ps(
+            zero, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)))), 16);
+        return _mm_packus_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+    }
+    return _mm256_cvtps_ph(_mm256_add_ps(zero, _mm256_cvtph_ps(h)), _MM_FROUND_TO_NEAREST_INT);
+}
+
 /* up to PG_LBLOCK lanes of one output column at a time: their codes widened and their
  * values formed once (the value plus zero), then the kh * kw input columns of the window
  * written one after another, each column's lanes in order, so that one or two output
@@ -688,21 +702,8 @@ static inline void pg_lwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, ptrdiff_t
                     continue;
                 }
                 const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)gp + l));
-                __m128i v;
-                if (kind == 1) {
-                    /* a bfloat16 value plus zero is a bfloat16 value: its top half */
-                    const __m256i w = _mm256_srli_epi32(_mm256_castps_si256(_mm256_add_ps(
-                        zero,
-                        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)))),
-                        16);
-                    v = _mm_packus_epi32(_mm256_castsi256_si128(w),
-                                         _mm256_extracti128_si256(w, 1));
-                } else {
-                    v = _mm256_cvtps_ph(_mm256_add_ps(zero, _mm256_cvtph_ps(h)),
-                                        _MM_FROUND_TO_NEAREST_INT);
-                }
                 PG_ST128((uint16_t *)qbuf + l, _mm_cvtepu8_epi16(q8));
-                PG_ST128((uint16_t *)vbuf + l, v);
+                PG_ST128((uint16_t *)vbuf + l, pg_h16_plus0(h, kind));
             }
             for (ptrdiff_t r = 0; r < kh; r++) {
                 for (ptrdiff_t c = 0; c < kw; c++) {
@@ -847,20 +848,6 @@ static int pg_fcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t n, ptrd
     }
     if (j64) return pg_fcode_body(code, j, 1, n, L, base, W, kh, kw);
     return pg_fcode_body(code, j, 0, n, L, base, W, kh, kw);
-}
-
-/* eight 16-bit values plus zero (kind 1 bfloat16, 2 float16), as pg_lwrite_body forms
- * them */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m128i pg_h16_plus0(__m128i h, int kind)
-{
-    const __m256 zero = _mm256_setzero_ps();
-    if (kind == 1) {
-        const __m256i w = _mm256_srli_epi32(_mm256_castps_si256(_mm256_add_ps(
-            zero, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)))), 16);
-        return _mm_packus_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
-    }
-    return _mm256_cvtps_ph(_mm256_add_ps(zero, _mm256_cvtph_ps(h)), _MM_FROUND_TO_NEAREST_INT);
 }
 
 #define PG_FCOLS 512   /* staged columns (a multiple of 16) */
