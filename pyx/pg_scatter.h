@@ -772,8 +772,9 @@ static void pg_lwrite_row(void *dst, ptrdiff_t rs, ptrdiff_t xs, const void *g, 
 }
 
 /*
- * The channels-last gather form for 2..7 lanes a position (flat rows: an output row's
- * Wo * L indices and values, and an input row's W * L values, each contiguous).
+ * The channels-last gather form for 2..15 lanes a position, not a multiple of 8 (flat rows:
+ * an output row's Wo * L indices and values, and an input row's W * L values, each
+ * contiguous).
  *
  * pg_fcode_row: the codes of one output row's n = Wo * L indices (n >= 8), as pg_lcode_row
  * gives them, eight a step (the last eight overlapping the ones before), each index's
