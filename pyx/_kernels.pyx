@@ -49,9 +49,10 @@ cdef extern from "pg_stream.h" nogil:
     int pg_load_h16(float* dst, const uint16_t* src, const float* w, Py_ssize_t n, int bf16)
     void pg_combine_f32(float* dst, const float** rows, Py_ssize_t nr, Py_ssize_t n,
                         int stream)
-    void pg_lanes_row(void* dst, Py_ssize_t ds, const void** g, Py_ssize_t gs, const float* k,
-                     const float* ww, Py_ssize_t nr, const int64_t* tap, Py_ssize_t m,
-                     Py_ssize_t W, Py_ssize_t L, Py_ssize_t Wo, int kind, int stream)
+    void pg_lanes_row(void* dst, Py_ssize_t ds, Py_ssize_t nd, Py_ssize_t rs, const void** g,
+                      Py_ssize_t gs, const float* k, const float* ww, Py_ssize_t nr,
+                      const int64_t* tap, Py_ssize_t m, Py_ssize_t W, Py_ssize_t L,
+                      Py_ssize_t Wo, int kind, int stream)
     void pg_lanes_copy(char* dst, Py_ssize_t dstep, const char* src, Py_ssize_t sstep,
                        Py_ssize_t W, Py_ssize_t nbytes, int stream)
     void pg_combine_f64(double* dst, const double** rows, Py_ssize_t nr, Py_ssize_t n,
@@ -187,10 +188,14 @@ cdef enum:
     STAGE_BYTES = 1024
 
 # the largest channels-last row (bytes) that _lanes_rows forms once and copies to the rows
-# with the same windows, and the fewest such rows for which it does.  On the 2-vCPU EPYC
-# (k2s2, blocks of 2 rows, 32x256x56x56) copying took 1.28x the time of forming each row
-# for float32, 1.25x for float16; adaptive 16x32x32 -> 4x8x8 (blocks of 32) took 0.66x
-# for float16
+# with the same windows, and the fewest such rows for which it does.  Two such rows (k2s2,
+# adaptive 2:1) are formed together instead, each column formed once and stored to both
+# (pg_lanes_row's nd), where their columns can stream, and copied where they cannot (from
+# the thread's scratch, streamed as one run).  On the 2-vCPU EPYC, k2s2 56x56 with blocks
+# of 2 rows: copying took 1.28x (float32) and 1.25x (float16) the time of forming each row;
+# forming them together 0.55-1.0x (C = 16-64, with short rows streamed).  Adaptive
+# 16x32x32 -> 4x8x8 (blocks of 32): copying took 0.66x for float16, while forming 4 or 8
+# rows together took up to 4.5x (that many streams of stores at once)
 cdef enum:
     LANES_COPY_BYTES = 131072
     LANES_COPY_MIN = 3
@@ -702,6 +707,8 @@ cdef struct Gather:
                             # straight from the grad_output rows (pg_lanes_row), no E rows
     int lanes_copy          # lanes_row, and a row small enough to be formed once in cache
                             # and copied to the rows with the same windows
+    Py_ssize_t copy_min     # the fewest such rows that are copied
+    int lanes_pair          # two such rows formed together (each column stored to both)
 
 
 cdef void _expand_taps(const acc_t* grow, acc_t* erow, const int64_t* tap, Py_ssize_t m,
@@ -908,6 +915,14 @@ cdef void _fill_item(const store_t* go, store_t* gi, const Gather* g,
                     dst[ih * xs3 + i * xs4] = v
 
 
+def _min_run(lo, hi):
+    """The shortest run of consecutive equal (lo, hi) windows: the fewest equal rows that
+    _lanes_rows forms together or copies."""
+    lo, hi = np.asarray(lo), np.asarray(hi)
+    cuts = np.flatnonzero((np.diff(lo) != 0) | (np.diff(hi) != 0)) + 1
+    return int(np.diff(np.concatenate(([0], cuts, [lo.size]))).min()) if lo.size else 1
+
+
 cdef void _lanes_rows(const store_t* gbase, store_t* xbase, const Gather* g, const float* wd,
                       const float* wh, const float* ww, const void** rows, store_t* rowbuf,
                       Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1) noexcept nogil:
@@ -915,12 +930,13 @@ cdef void _lanes_rows(const store_t* gbase, store_t* xbase, const Gather* g, con
     registers from the grad_output rows of the windows covering it, read where they are
     (pg_lanes_row: the same values and sums as the E rows and their combine).  Rows with
     the same D and H windows (runs of equal dlo/dhi and hlo/hhi: adaptive windows, kernel
-    = stride) are equal: with g.lanes_copy, a block of at least LANES_COPY_MIN such rows
-    has its row formed once and copied to its rows (pg_lanes_copy): formed in the block's
-    first row, or, where the plan streams, in rowbuf (the thread's scratch, so that no row
-    is read for ownership) and streamed to all."""
+    = stride) are equal: a block of two is formed together (each column formed once and
+    stored to both rows, pg_lanes_row's nd); with g.lanes_copy, a block of at least
+    LANES_COPY_MIN such rows has its row formed once and copied to its rows
+    (pg_lanes_copy): formed in the block's first row, or, where the plan streams, in rowbuf
+    (the thread's scratch, so that no row is read for ownership) and streamed to all."""
     cdef Py_ssize_t W = g.W, L = g.L, es = sizeof(store_t)
-    cdef Py_ssize_t od, oh, idd, ih, ed, eh, jd, jh, a, b, p, q, nr, iw
+    cdef Py_ssize_t od, oh, idd, ih, ed, eh, jd, jh, a, b, p, q, nr, iw, nd
     cdef store_t* dst
     cdef float ks[8]
     cdef int kind = 0 if store_t is float else (1 if g.kind == K_F16 else 2)
@@ -929,17 +945,15 @@ cdef void _lanes_rows(const store_t* gbase, store_t* xbase, const Gather* g, con
         a = g.dlo[idd]
         b = g.dhi[idd]
         ed = idd + 1
-        if g.lanes_copy:
-            while ed < d1 and g.dlo[ed] == a and g.dhi[ed] == b:
-                ed += 1
+        while ed < d1 and g.dlo[ed] == a and g.dhi[ed] == b:
+            ed += 1
         ih = h0
         while ih < h1:
             p = g.hlo[ih]
             q = g.hhi[ih]
             eh = ih + 1
-            if g.lanes_copy:
-                while eh < h1 and g.hlo[eh] == p and g.hhi[eh] == q:
-                    eh += 1
+            while eh < h1 and g.hlo[eh] == p and g.hhi[eh] == q:
+                eh += 1
             nr = 0
             if q > p:
                 for od in range(a, b):
@@ -954,22 +968,34 @@ cdef void _lanes_rows(const store_t* gbase, store_t* xbase, const Gather* g, con
                         dst = xbase + jd * g.xs[2] + jh * g.xs[3]
                         for iw in range(W):
                             memset(dst + iw * g.xs[4], 0, L * es)
-            elif (ed - idd) * (eh - ih) < LANES_COPY_MIN:
+            elif (ed - idd) * (eh - ih) == 2 and g.lanes_pair:
+                # two rows formed together: each column formed once and stored to both
+                # (two rows of one plane, or one row in two consecutive planes)
+                if eh - ih == 1:
+                    pg_lanes_row(dst, g.xs[4], ed - idd, g.xs[2], rows, g.gs[4], ks,
+                                 ww if g.scale_w else NULL, nr, g.wtap, g.m, W, L, g.Wo,
+                                 kind, g.stream)
+                else:
+                    for jd in range(idd, ed):
+                        pg_lanes_row(xbase + jd * g.xs[2] + ih * g.xs[3], g.xs[4], eh - ih,
+                                     g.xs[3], rows, g.gs[4], ks, ww if g.scale_w else NULL,
+                                     nr, g.wtap, g.m, W, L, g.Wo, kind, g.stream)
+            elif not g.lanes_copy or (ed - idd) * (eh - ih) < g.copy_min:
                 for jd in range(idd, ed):
                     for jh in range(ih, eh):
-                        pg_lanes_row(xbase + jd * g.xs[2] + jh * g.xs[3], g.xs[4], rows,
-                                     g.gs[4], ks, ww if g.scale_w else NULL, nr, g.wtap, g.m,
-                                     W, L, g.Wo, kind, g.stream)
+                        pg_lanes_row(xbase + jd * g.xs[2] + jh * g.xs[3], g.xs[4], 1, 0,
+                                     rows, g.gs[4], ks, ww if g.scale_w else NULL, nr,
+                                     g.wtap, g.m, W, L, g.Wo, kind, g.stream)
             elif g.stream:
-                pg_lanes_row(rowbuf, L, rows, g.gs[4], ks, ww if g.scale_w else NULL, nr,
+                pg_lanes_row(rowbuf, L, 1, 0, rows, g.gs[4], ks, ww if g.scale_w else NULL, nr,
                              g.wtap, g.m, W, L, g.Wo, kind, 0)
                 for jd in range(idd, ed):
                     for jh in range(ih, eh):
                         pg_lanes_copy(<char*>(xbase + jd * g.xs[2] + jh * g.xs[3]),
                                       g.xs[4] * es, <const char*>rowbuf, L * es, W, L * es, 1)
             else:
-                pg_lanes_row(dst, g.xs[4], rows, g.gs[4], ks, ww if g.scale_w else NULL, nr,
-                             g.wtap, g.m, W, L, g.Wo, kind, 0)
+                pg_lanes_row(dst, g.xs[4], 1, 0, rows, g.gs[4], ks, ww if g.scale_w else NULL,
+                             nr, g.wtap, g.m, W, L, g.Wo, kind, 0)
                 for jd in range(idd, ed):
                     for jh in range(ih, eh):
                         if jd != idd or jh != ih:
@@ -1235,6 +1261,20 @@ cdef class AvgGatherKernel(PlannedKernel):
         # rows with the same windows formed once and copied (_lanes_rows) where a row fits
         # in LANES_COPY_BYTES (the core's L2 keeps it for its copies)
         g.lanes_copy = g.lanes_row and g.W * g.L * gi6.itemsize <= LANES_COPY_BYTES
+        # short rows (below STREAM_ROW_BYTES) stream too where the output is larger than the
+        # last-level cache (region) and a stored value costs at most 2 terms (the value's
+        # terms over the equal rows that share it): k2s2 and adaptive 2:1 took 0.43-1.04x
+        # the time of ordinary stores (2-vCPU EPYC, C = 16-64), while k3s2p1 (4 terms) took
+        # up to 1.15x on one thread and k3s1p1 (9) 1.29x
+        if (g.lanes_row and region and not g.stream
+                and max_terms * g.m <= 2 * _min_run(dlo, dhi) * _min_run(hlo, hhi)):
+            g.stream = 1
+        # where the rows stream: pairs of equal rows are formed together when their columns
+        # can stream (16-byte multiples), and copied from one formed in the thread's scratch
+        # when they cannot (it streams as one run)
+        col16 = (g.xs[4] * gi6.itemsize) % 16 == 0 and (g.L * gi6.itemsize) % 16 == 0
+        g.lanes_pair = g.lanes_row and g.stream and col16
+        g.copy_min = 2 if g.lanes_copy and g.stream and not col16 else LANES_COPY_MIN
         if kind == K_F64:
             self.go_d = go6
             self.gi_d = gi6

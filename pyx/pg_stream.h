@@ -211,23 +211,28 @@ static inline __m256 pg_lanes_get8(const char *p, int kind)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/* 16 results stored at p (streamed: 16-byte stores, as numpy's large arrays are 16-byte
- * aligned), rounded once to 16 bits where the dtype is */
+/* 16 results stored at p and at the nd - 1 places rs bytes apart after it (streamed:
+ * 16-byte stores, as numpy's large arrays are 16-byte aligned), rounded once to 16 bits
+ * where the dtype is */
 PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
-static inline void pg_lanes_put16(char *p, __m256 a, __m256 b, int kind, int stream)
+static inline void pg_lanes_put16(char *p, ptrdiff_t nd, ptrdiff_t rs, __m256 a, __m256 b,
+                                  int kind, int stream)
 {
     __m128i q[4];
     if (kind == 0) {
         if (!stream) {
-            _mm256_storeu_ps((float *)p, a);
-            _mm256_storeu_ps((float *)p + 8, b);
+            for (ptrdiff_t j = 0; j < nd; j++, p += rs) {
+                _mm256_storeu_ps((float *)p, a);
+                _mm256_storeu_ps((float *)p + 8, b);
+            }
             return;
         }
         q[0] = _mm_castps_si128(_mm256_castps256_ps128(a));
         q[1] = _mm_castps_si128(_mm256_extractf128_ps(a, 1));
         q[2] = _mm_castps_si128(_mm256_castps256_ps128(b));
         q[3] = _mm_castps_si128(_mm256_extractf128_ps(b, 1));
-        for (int i = 0; i < 4; i++) _mm_stream_si128((__m128i *)p + i, q[i]);
+        for (ptrdiff_t j = 0; j < nd; j++, p += rs)
+            for (int i = 0; i < 4; i++) _mm_stream_si128((__m128i *)p + i, q[i]);
         return;
     }
     if (kind == 1) {
@@ -250,33 +255,40 @@ static inline void pg_lanes_put16(char *p, __m256 a, __m256 b, int kind, int str
         q[0] = _mm256_castsi256_si128(pk);
         q[1] = _mm256_extracti128_si256(pk, 1);
     }
-    if (stream) {
-        _mm_stream_si128((__m128i *)p, q[0]);
-        _mm_stream_si128((__m128i *)p + 1, q[1]);
-    } else {
-        _mm_storeu_si128((__m128i *)p, q[0]);
-        _mm_storeu_si128((__m128i *)p + 1, q[1]);
+    for (ptrdiff_t j = 0; j < nd; j++, p += rs) {
+        if (stream) {
+            _mm_stream_si128((__m128i *)p, q[0]);
+            _mm_stream_si128((__m128i *)p + 1, q[1]);
+        } else {
+            _mm_storeu_si128((__m128i *)p, q[0]);
+            _mm_storeu_si128((__m128i *)p + 1, q[1]);
+        }
     }
 }
 
 PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
-static inline void pg_lanes_put8(char *p, __m256 s, int kind, int stream)
+static inline void pg_lanes_put8(char *p, ptrdiff_t nd, ptrdiff_t rs, __m256 s, int kind,
+                                 int stream)
 {
     __m128i q[2];
     if (kind == 0) {
         if (!stream) {
-            _mm256_storeu_ps((float *)p, s);
+            for (ptrdiff_t j = 0; j < nd; j++, p += rs) _mm256_storeu_ps((float *)p, s);
             return;
         }
         q[0] = _mm_castps_si128(_mm256_castps256_ps128(s));
         q[1] = _mm_castps_si128(_mm256_extractf128_ps(s, 1));
-        _mm_stream_si128((__m128i *)p, q[0]);
-        _mm_stream_si128((__m128i *)p + 1, q[1]);
+        for (ptrdiff_t j = 0; j < nd; j++, p += rs) {
+            _mm_stream_si128((__m128i *)p, q[0]);
+            _mm_stream_si128((__m128i *)p + 1, q[1]);
+        }
         return;
     }
     q[0] = kind == 1 ? _mm256_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT) : pg_lanes_bf16(s);
-    if (stream) _mm_stream_si128((__m128i *)p, q[0]);
-    else _mm_storeu_si128((__m128i *)p, q[0]);
+    for (ptrdiff_t j = 0; j < nd; j++, p += rs) {
+        if (stream) _mm_stream_si128((__m128i *)p, q[0]);
+        else _mm_storeu_si128((__m128i *)p, q[0]);
+    }
 }
 
 /*
@@ -295,7 +307,8 @@ static inline void pg_lanes_put8(char *p, __m256 s, int kind, int stream)
  * bytes (pg_lanes_row checks that dst and ds allow them).
  */
 PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
-static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, const void *const *g,
+static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
+                                     const void *const *g,
                                      ptrdiff_t gs, const float *k, const float *ww,
                                      ptrdiff_t nr, const int64_t *tap, ptrdiff_t m,
                                      ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo, int kind,
@@ -332,7 +345,7 @@ static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, const void *const 
                 s0 = r ? _mm256_add_ps(s0, u0) : u0;
                 s1 = r ? _mm256_add_ps(s1, u1) : u1;
             }
-            pg_lanes_put16(d + l * size, s0, s1, kind, stream);
+            pg_lanes_put16(d + l * size, nd, rs * size, s0, s1, kind, stream);
         }
         for (; l < L; l += 8) {   /* 8 lanes, then the last 8 (overlapping: equal values) */
             if (l + 8 > L) l = L - 8;
@@ -348,7 +361,7 @@ static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, const void *const 
                 u = _mm256_mul_ps(kv[r], u);
                 s = r ? _mm256_add_ps(s, u) : u;
             }
-            pg_lanes_put8(d + l * size, s, kind, stream);
+            pg_lanes_put8(d + l * size, nd, rs * size, s, kind, stream);
         }
     }
 }
@@ -356,29 +369,31 @@ static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, const void *const 
 /* nr <= 8, m <= PG_MAX_TAPS; the common counts (1, 2 rows; 1, 2 taps) as constants */
 #define PG_LANES_ROW_ST(NAME, KIND, ST)                                                     \
 PG_TARGET_AVX2_F16C                                                                         \
-static void NAME(void *dst, ptrdiff_t ds, const void *const *g, ptrdiff_t gs, const float *k, \
+static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void *const *g, \
+                 ptrdiff_t gs, const float *k,                                              \
                  const float *ww, ptrdiff_t nr, const int64_t *tap, ptrdiff_t m, ptrdiff_t W, \
                  ptrdiff_t L, ptrdiff_t Wo)                                                 \
 {                                                                                           \
     if (nr == 1 && m == 1)                                                                  \
-        pg_lanes_row_body(dst, ds, g, gs, k, ww, 1, tap, 1, W, L, Wo, KIND, ST);            \
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 1, W, L, Wo, KIND, ST);            \
     else if (nr == 1 && m == 2)                                                             \
-        pg_lanes_row_body(dst, ds, g, gs, k, ww, 1, tap, 2, W, L, Wo, KIND, ST);            \
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 2, W, L, Wo, KIND, ST);            \
     else if (nr == 2 && m == 1)                                                             \
-        pg_lanes_row_body(dst, ds, g, gs, k, ww, 2, tap, 1, W, L, Wo, KIND, ST);            \
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 1, W, L, Wo, KIND, ST);            \
     else if (nr == 2 && m == 2)                                                             \
-        pg_lanes_row_body(dst, ds, g, gs, k, ww, 2, tap, 2, W, L, Wo, KIND, ST);            \
-    else pg_lanes_row_body(dst, ds, g, gs, k, ww, nr, tap, m, W, L, Wo, KIND, ST);          \
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 2, W, L, Wo, KIND, ST);            \
+    else pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, KIND, ST);          \
 }
 #define PG_LANES_ROW(NAME, KIND)                                                            \
 PG_LANES_ROW_ST(NAME##_o, KIND, 0)                                                          \
 PG_LANES_ROW_ST(NAME##_s, KIND, 1)                                                          \
-static void NAME(void *dst, ptrdiff_t ds, const void *const *g, ptrdiff_t gs, const float *k, \
-                 const float *ww, ptrdiff_t nr, const int64_t *tap, ptrdiff_t m, ptrdiff_t W, \
-                 ptrdiff_t L, ptrdiff_t Wo, int stream)                                     \
+static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void *const *g, \
+                 ptrdiff_t gs, const float *k, const float *ww, ptrdiff_t nr,               \
+                 const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,   \
+                 int stream)                                                                \
 {                                                                                           \
-    if (stream) NAME##_s(dst, ds, g, gs, k, ww, nr, tap, m, W, L, Wo);                      \
-    else NAME##_o(dst, ds, g, gs, k, ww, nr, tap, m, W, L, Wo);                             \
+    if (stream) NAME##_s(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo);              \
+    else NAME##_o(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo);                     \
 }
 PG_LANES_ROW(pg_lanes_row_avx2_f32, 0)
 PG_LANES_ROW(pg_lanes_row_avx2_f16, 1)
@@ -387,29 +402,35 @@ PG_LANES_ROW(pg_lanes_row_avx2_bf16, 2)
 
 #if PG_X86_DISPATCH
 /* the plan chose these rows (AVX2 and F16C there when it was made: the choice holds even
- * if pg_set_simd forbids the AVX2 loops later, as the plan holds no scratch for E rows) */
-static inline void pg_lanes_row(void *dst, ptrdiff_t ds, const void *const *g, ptrdiff_t gs,
-                                const float *k, const float *ww, ptrdiff_t nr,
-                                const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L,
-                                ptrdiff_t Wo, int kind, int stream)
+ * if pg_set_simd forbids the AVX2 loops later, as the plan holds no scratch for E rows).
+ * The row is stored at dst and at the nd - 1 rows rs elements apart after it: equal rows
+ * (the same covering windows), each column formed once and its stores to the rows
+ * interleaved with the forming of the next */
+static inline void pg_lanes_row(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
+                                const void *const *g, ptrdiff_t gs, const float *k,
+                                const float *ww, ptrdiff_t nr, const int64_t *tap, ptrdiff_t m,
+                                ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo, int kind, int stream)
 {
-    /* streaming stores of 16 bytes: dst, the column stride and the lanes' bytes (where
-     * the last 8 lanes start) 16-byte aligned */
+    /* streaming stores of 16 bytes: dst, the column and row strides and the lanes' bytes
+     * (where the last 8 lanes start) 16-byte aligned */
     const ptrdiff_t size = kind ? 2 : 4;
     stream = PG_HAVE_STREAM && stream && ((uintptr_t)dst % 16u) == 0
-             && (ds * size) % 16 == 0 && (L * size) % 16 == 0;
-    if (kind == 0) pg_lanes_row_avx2_f32(dst, ds, g, gs, k, ww, nr, tap, m, W, L, Wo, stream);
-    else if (kind == 1) pg_lanes_row_avx2_f16(dst, ds, g, gs, k, ww, nr, tap, m, W, L, Wo, stream);
-    else pg_lanes_row_avx2_bf16(dst, ds, g, gs, k, ww, nr, tap, m, W, L, Wo, stream);
+             && (ds * size) % 16 == 0 && (L * size) % 16 == 0 && (nd == 1 || (rs * size) % 16 == 0);
+    if (kind == 0)
+        pg_lanes_row_avx2_f32(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, stream);
+    else if (kind == 1)
+        pg_lanes_row_avx2_f16(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, stream);
+    else
+        pg_lanes_row_avx2_bf16(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, stream);
 }
 #else
-static inline void pg_lanes_row(void *dst, ptrdiff_t ds, const void *const *g, ptrdiff_t gs,
-                                const float *k, const float *ww, ptrdiff_t nr,
-                                const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L,
-                                ptrdiff_t Wo, int kind, int stream)
+static inline void pg_lanes_row(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
+                                const void *const *g, ptrdiff_t gs, const float *k,
+                                const float *ww, ptrdiff_t nr, const int64_t *tap, ptrdiff_t m,
+                                ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo, int kind, int stream)
 {   /* never planned without the AVX2 builds */
-    (void)dst; (void)ds; (void)g; (void)gs; (void)k; (void)ww; (void)nr; (void)tap; (void)m;
-    (void)W; (void)L; (void)Wo; (void)kind; (void)stream;
+    (void)dst; (void)ds; (void)nd; (void)rs; (void)g; (void)gs; (void)k; (void)ww; (void)nr;
+    (void)tap; (void)m; (void)W; (void)L; (void)Wo; (void)kind; (void)stream;
 }
 #endif
 

@@ -538,7 +538,9 @@ LANES_AVG = [  # (x shape, kernel, stride, padding, ceil_mode, count_include_pad
 # copied
 LANES_ADAPTIVE = [((2, 16, 5, 9, 13), (3, 4, 6)), ((1, 8, 4, 6, 24), (4, 3, 8)),
                   ((2, 8, 6, 9, 10), (2, 3, 5)), ((1, 64, 16, 64, 64), (4, 8, 8)),
-                  ((2, 13, 4, 9, 10), (2, 3, 5))]
+                  ((2, 13, 4, 9, 10), (2, 3, 5)),
+                  ((1, 16, 4, 7, 9), (2, 5, 4)),    # pairs of planes, rows all different
+                  ((2, 24, 3, 8, 6), (3, 4, 3))]    # pairs of rows in a plane
 
 
 def _lanes_out(shape, dtype, gaps):
@@ -632,6 +634,62 @@ def test_lanes_rows_stream_only_where_their_last_lanes_are_aligned(dtype, reques
     op.execute(n_threads=2)
     np.testing.assert_allclose(out.astype(np.float64), want, *tolerance(dtype))
     assert np.all(store[..., :skip] == 7) and np.all(store[..., skip + 10:] == 7)
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16)],
+                         ids=["f32", "f16"])
+@pytest.mark.parametrize("case", ["rows", "planes"])
+def test_lanes_row_pairs_stream_only_where_the_row_stride_is_aligned(dtype, case, request):
+    """Pairs of equal channels-last rows formed together (each column stored to both, the
+    rows (k2s2) or the planes (adaptive D 4 -> 2) one row stride apart), into an output
+    that starts on a 64-byte boundary with columns 16 lanes apart, but one element more
+    between its rows (and so its planes) than they fill: the second row's stores are not
+    16-byte aligned, so the pair is stored without streaming (a streaming store there
+    would fault), and nothing outside the output is written."""
+    request.getfixturevalue("stream_everything")
+    x_shape = (2, 16, 6, 10) if case == "rows" else (1, 16, 4, 7, 9)
+    rng = np.random.default_rng(26)
+    if case == "rows":
+        go, want = _channels_last_avg(dtype, rng, x_shape, 2, 2, 0, False, True, 0)
+    else:
+        go = as_layout(_special(x_shape[:2] + (2, 5, 4), dtype, rng), "channels_last")
+        want = ref_adaptive_avg_pool3d_backward(go, x_shape)
+    spatial, c = x_shape[2:], x_shape[1]
+    row = spatial[-1] * c + 1                      # one element past each row
+    sizes = (x_shape[0],) + tuple(spatial[:-1]) + (row,)
+    store = np.full(int(np.prod(sizes)) + 64, 7, dtype)
+    skip = (-store.ctypes.data % 64) // dtype.itemsize
+    es = dtype.itemsize
+    strides = [es * row * int(np.prod(spatial[:-1]))]              # N
+    strides.append(es)                                              # C
+    for i in range(len(spatial) - 1):                               # D, H
+        strides.append(es * row * int(np.prod(spatial[i + 1:-1])))
+    strides.append(es * c)                                          # W
+    out = np.lib.stride_tricks.as_strided(store[skip:], x_shape, strides)
+    assert out.ctypes.data % 64 == 0 and (out.strides[-1] % 16 == 0)
+    assert out.strides[-2] % 16 != 0
+    if case == "rows":
+        op = pg.AvgPool2dBackward(go, x_shape, 2, 2, 0, False, True, 0, 0, out)
+    else:
+        op = pg.AdaptiveAvgPool3dBackward(go, x_shape, out)
+    assert op._kernel.c_item == "lanes"
+    op.execute(n_threads=2)
+    np.testing.assert_allclose(out.astype(np.float64), want, *tolerance(dtype))
+    written = np.zeros(store.size, bool)
+    idx = np.lib.stride_tricks.as_strided(np.arange(store.size - skip), x_shape,
+                                          [st // es * 8 for st in strides])
+    written[skip + idx.ravel()] = True
+    assert np.all(store[~written] == 7)
+
+
+def test_min_run_is_the_shortest_run_of_equal_windows():
+    assert _kernels._min_run([0, 0, 1, 1], [1, 1, 2, 2]) == 2
+    assert _kernels._min_run([0, 0, 1, 1, 1], [1, 1, 2, 2, 2]) == 2
+    assert _kernels._min_run([0, 0, 0, 1], [1, 1, 2, 2]) == 1        # hi differs
+    assert _kernels._min_run([0, 1, 1, 2], [1, 2, 2, 3]) == 1
+    assert _kernels._min_run([0] * 5, [1] * 5) == 5
+    assert _kernels._min_run([], []) == 1
 
 
 # channels-last C < 16: (x shape, kernel, stride, padding, ceil_mode, count_include_pad,
