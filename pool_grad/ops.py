@@ -92,7 +92,8 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     return _kernels.AvgGatherKernel(go6, gi6, _plan.KINDS[go.dtype], rnd, tables, taps,
                                     runs, poly, weights, bd, bh, rows, terms, scale_w,
                                     _plan.streaming(gi6), tstore, fill,
-                                    _plan.streaming_region(gi6))
+                                    _plan.streaming_region(gi6),
+                                    _plan.streaming_region(gi6, 0))
 
 
 class AvgPool2dBackward(Operator):

@@ -107,6 +107,7 @@ cdef extern from "pg_item.h" nogil:
         Py_ssize_t stage, stage_cap
         int single
         int dup2
+        int dup2_nt
         const int64_t* wrun
         Py_ssize_t nrun
         const int64_t* hrun
@@ -915,12 +916,20 @@ cdef void _fill_item(const store_t* go, store_t* gi, const Gather* g,
                     dst[ih * xs3 + i * xs4] = v
 
 
-def _min_run(lo, hi):
-    """The shortest run of consecutive equal (lo, hi) windows: the fewest equal rows that
-    _lanes_rows forms together or copies."""
+def _runs(lo, hi):
+    """The lengths of the runs of consecutive equal (lo, hi) windows: the equal rows (or
+    planes) that _lanes_rows forms together or copies."""
     lo, hi = np.asarray(lo), np.asarray(hi)
     cuts = np.flatnonzero((np.diff(lo) != 0) | (np.diff(hi) != 0)) + 1
-    return int(np.diff(np.concatenate(([0], cuts, [lo.size]))).min()) if lo.size else 1
+    return np.diff(np.concatenate(([0], cuts, [lo.size]))) if lo.size else np.ones(1, np.int64)
+
+
+def _min_run(lo, hi):
+    return int(_runs(lo, hi).min())
+
+
+def _max_run(lo, hi):
+    return int(_runs(lo, hi).max())
 
 
 cdef void _lanes_rows(const store_t* gbase, store_t* xbase, const Gather* g, const float* wd,
@@ -1201,7 +1210,8 @@ cdef class AvgGatherKernel(PlannedKernel):
     cdef pg_item_f32 it
     cdef object _keep
     # which C item runs the call: "", "rows", "region" (rows staged and streamed),
-    # "single" (one term per value) or "narrow" (16-bit sums at the output width, spread;
+    # "single" (one term per value; "single, streamed pairs" where k2s2's pairs of rows
+    # stream) or "narrow" (16-bit sums at the output width, spread;
     # where the CPU has AVX2) from pg_item.h, or "lanes" (_lanes_rows, channels-last
     # float32 and 16-bit rows without E rows, where the CPU has AVX2); for the tests
     cdef readonly str c_item
@@ -1216,7 +1226,11 @@ cdef class AvgGatherKernel(PlannedKernel):
 
     def __init__(self, go6, gi6, int kind, int rnd, tables, taps, runs, poly, weights,
                  Py_ssize_t bd, Py_ssize_t bh, Py_ssize_t rows, Py_ssize_t max_terms, bint scale_w,
-                 bint stream, bint tstore=False, bint fill=False, bint region=False):
+                 bint stream, bint tstore=False, bint fill=False, bint region=False,
+                 bint big=False):
+        # stream: rows streamed (long rows, an output larger than the last-level cache);
+        # region: blocks of rows streamed (rows of REGION_ROW_BYTES on); big: the output is
+        # larger than the last-level cache (_plan.streaming_region(gi6, 0))
         cdef const int64_t[::1] t
         dlo, dhi, hlo, hhi, wlo, whi = tables
         wd, wh, ww = weights
@@ -1310,7 +1324,7 @@ cdef class AvgGatherKernel(PlannedKernel):
             # and a line if that is more
             self.it.stage = rows * g.W
             self.it.stage_cap = max(STAGE_BYTES, (g.W * 4 + 64 + 63) // 64 * 64)
-            self.it.single = self.it.dup2 = 0
+            self.it.single = self.it.dup2 = self.it.dup2_nt = 0
             t = runs[1]; self.it.hrun = &t[0]
             self.it.wrun, self.it.nrun = NULL, 0
             self.it.sent = runs[2]
@@ -1333,8 +1347,17 @@ cdef class AvgGatherKernel(PlannedKernel):
                     and np.all(np.asarray(hhi) - np.asarray(hlo) <= 1)):
                 self.it.single = 1
                 self.it.dup2 = np.array_equal(np.asarray(taps), np.arange(g.W) // 2)
+                # pairs of k2s2 rows streamed (pg_item.h): rows shorter than the region's
+                # (k2s2 56x56: 224 and 112 bytes) took 0.68-0.88x the time of ordinary
+                # stores, 1 and 2 threads, float32 and 16-bit (2-vCPU EPYC); not where
+                # planes under one D window are copied from the first (adaptive 2:1 in D:
+                # 1.3x, the copies read back what was streamed)
+                self.it.dup2_nt = (self.it.dup2 and big and (g.W * gi6.itemsize) % 16 == 0
+                                   and (g.xs[3] * gi6.itemsize) % 16 == 0
+                                   and _max_run(dlo, dhi) == 1)
             g.item_f32 = &self.it
-            self.c_item = ("single" if self.it.single else
+            self.c_item = ("single, streamed pairs" if self.it.dup2_nt else
+                           "single" if self.it.single else
                            "narrow" if self.it.spread != NULL else
                            "region" if self.it.region else "rows")
         if g.lanes_row:

@@ -44,6 +44,8 @@ typedef struct {
     int single;   /* one tap per column (m = 1) and at most one covering window per D and H
                    * index: each grad_input value is one (rounded, for 16-bit) product */
     int dup2;     /* single, and column w's tap is w / 2 (kernel = stride = 2 along W) */
+    int dup2_nt;  /* dup2: pairs of rows stored with streaming stores (W and the row step
+                   * 16-byte multiples, an output larger than the last-level cache) */
     const int64_t *wrun;   /* m = 1: where each run of equal taps starts, then W; or NULL */
     ptrdiff_t nrun;
     const int64_t *hrun;   /* for each H index, how many rows from it on (to H) have the
@@ -681,6 +683,30 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
             const ptrdiff_t b32 = 32 / es, blk = W >= 2 * b32 ? 2 * b32 : b32;
             const int two = c >= 2 && g->dup2 && W >= b32;
             char *const dst2 = dst + step;
+#if PG_HAVE_STREAM
+            if (g->dup2_nt && c == 2 && ((uintptr_t)dst % 16u) == 0) {
+                /* the pair streamed, 16 bytes to each row at a time (W * es a multiple of
+                 * 16, so no store overlaps another) */
+                for (j = 0; j < W; j += b32) {
+                    const char *const s = r + j / 2 * es;
+                    const ptrdiff_t o = j * es;
+                    const int whole = j + b32 <= W;
+                    const __m128i v = whole ? _mm_loadu_si128((const __m128i *)s)
+                                            : _mm_loadl_epi64((const __m128i *)s);
+                    const __m128i lo = es == 2 ? _mm_unpacklo_epi16(v, v)
+                                               : _mm_unpacklo_epi32(v, v);
+                    _mm_stream_si128((__m128i *)(dst + o), lo);
+                    _mm_stream_si128((__m128i *)(dst2 + o), lo);
+                    if (whole) {
+                        const __m128i hi = es == 2 ? _mm_unpackhi_epi16(v, v)
+                                                   : _mm_unpackhi_epi32(v, v);
+                        _mm_stream_si128((__m128i *)(dst + o + 16), hi);
+                        _mm_stream_si128((__m128i *)(dst2 + o + 16), hi);
+                    }
+                }
+                continue;
+            }
+#endif
             if (g->dup2 && W >= b32) {
                 for (;; j += blk) {
                     if (j + blk > W) j = (W - blk) & ~(ptrdiff_t)1;

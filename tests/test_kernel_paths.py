@@ -683,6 +683,76 @@ def test_lanes_row_pairs_stream_only_where_the_row_stride_is_aligned(dtype, case
     assert np.all(store[~written] == 7)
 
 
+# k2s2 pairs of grad_input rows (pg_item.h's single item with dup2): (x shape, streamed)
+# where the rows' bytes are a multiple of 16: 16, 24, 12 and 56 columns (whole and half
+# 32-byte blocks), an odd H (a last row no window covers), and W = 20 (40 bytes at 16 bits,
+# no streaming there; 80 at float32)
+DUP2_AVG = [(2, 3, 8, 16), (1, 2, 6, 24), (1, 2, 4, 12), (1, 3, 7, 16), (1, 2, 4, 56),
+            (1, 2, 6, 20)]
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16), BFLOAT16],
+                         ids=["f32", "f16", "bf16"])
+def test_k2s2_pairs_streamed_give_the_same_bits(dtype, monkeypatch):
+    """Pairs of equal k2s2 rows stored with streaming stores (an output taken as larger
+    than the last-level cache, rows shorter than a streamed region's): the reference's
+    values and the bits of ordinary stores, on 1 and 2 threads, into contiguous outputs
+    and into one that starts an element past a 16-byte boundary (ordinary stores there,
+    the plan unchanged); 3-D adaptive 2:1 along H and W too, streamed only where no D
+    window covers two planes (those planes are copied from the first)."""
+    rng = np.random.default_rng(27)
+    calls = []
+    for x_shape in DUP2_AVG:
+        go, want = _channels_last_avg(dtype, rng, x_shape, 2, 2, 0, False, True, 0)
+        go = np.ascontiguousarray(go)
+        streamed = (x_shape[3] * dtype.itemsize) % 16 == 0
+        calls.append((go, x_shape, want, streamed, lambda go, x, out:
+                      pg.AvgPool2dBackward(go, x, 2, 2, 0, False, True, 0, 0, out)))
+    for x_shape, o, streamed in [((1, 2, 3, 6, 16), (3, 3, 8), True),
+                                 ((2, 2, 4, 6, 16), (2, 3, 8), False)]:
+        go = np.ascontiguousarray(_special(x_shape[:2] + o, dtype, rng))
+        with np.errstate(invalid="ignore"):
+            want = ref_adaptive_avg_pool3d_backward(go, x_shape)
+        calls.append((go, x_shape, want, streamed,
+                      lambda go, x, out: pg.AdaptiveAvgPool3dBackward(go, x, out)))
+
+    def runs(big):
+        outs = []
+        for go, x_shape, want, streamed, make in calls:
+            n = int(np.prod(x_shape))
+            store = np.full(n + 64, 7, dtype)
+            skip = (-store.ctypes.data % 64) // dtype.itemsize
+            for start, nt in ((skip, 1), (skip, 2), (skip + 1, 2)):
+                out = store[start:start + n].reshape(x_shape)
+                op = make(go, x_shape, out)
+                assert op._kernel.c_item == ("single, streamed pairs" if big and streamed
+                                             else "single"), x_shape
+                store[:] = 7
+                op.execute(n_threads=nt)
+                with np.errstate(invalid="ignore"):
+                    np.testing.assert_allclose(out.astype(np.float64), want,
+                                               *tolerance(dtype))
+                assert np.all(store[:start] == 7) and np.all(store[start + n:] == 7)
+                outs.append(_bits(out))
+        return outs
+
+    plain = runs(False)
+    monkeypatch.setattr(_plan, "STREAM_BYTES", -1)
+    monkeypatch.setattr(functions, "_cache", {})
+    _plan.gather_geometry.cache_clear()
+    streamed = runs(True)
+    _plan.gather_geometry.cache_clear()
+    for a, b in zip(plain, streamed, strict=True):
+        assert np.array_equal(a, b)
+
+
+def test_runs_of_equal_windows():
+    assert _kernels._max_run([0, 0, 1, 1, 1], [1, 1, 2, 2, 2]) == 3
+    assert _kernels._max_run([0, 1, 2], [1, 2, 3]) == 1
+    assert _kernels._max_run([], []) == 1
+
+
 def test_min_run_is_the_shortest_run_of_equal_windows():
     assert _kernels._min_run([0, 0, 1, 1], [1, 1, 2, 2]) == 2
     assert _kernels._min_run([0, 0, 1, 1, 1], [1, 1, 2, 2, 2]) == 2
