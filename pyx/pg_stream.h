@@ -303,16 +303,16 @@ static inline void pg_lanes_put8(char *p, ptrdiff_t nd, ptrdiff_t rs, __m256 s, 
  * them, -0.0 in the E rows, change no value, and a column no window covers sums to +0.0).
  * These are the values of the E rows (pg_expand.h's lanes loop: k times the taps summed
  * left to right) and the sums the combine forms of them (left to right, rounded once to
- * 16 bits), so the same bits, in registers.  With `stream`, non-temporal stores of 16
- * bytes (pg_lanes_row checks that dst and ds allow them).
+ * 16 bits), so the same bits, in registers.  Each column is stored to the nd rows rs
+ * elements apart from dst on (equal rows).  With `stream`, non-temporal stores of 16
+ * bytes (pg_lanes_row checks that dst, ds and rs allow them).
  */
 PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
 static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
-                                     const void *const *g,
-                                     ptrdiff_t gs, const float *k, const float *ww,
-                                     ptrdiff_t nr, const int64_t *tap, ptrdiff_t m,
-                                     ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo, int kind,
-                                     int stream)
+                                     const void *const *g, ptrdiff_t gs, const float *k,
+                                     const float *ww, ptrdiff_t nr, const int64_t *tap,
+                                     ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,
+                                     int kind, int stream)
 {
     const ptrdiff_t size = kind ? 2 : 4;
     __m256 kv[8], wv[PG_MAX_TAPS];
@@ -370,19 +370,18 @@ static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrd
 #define PG_LANES_ROW_ST(NAME, KIND, ST)                                                     \
 PG_TARGET_AVX2_F16C                                                                         \
 static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void *const *g, \
-                 ptrdiff_t gs, const float *k,                                              \
-                 const float *ww, ptrdiff_t nr, const int64_t *tap, ptrdiff_t m, ptrdiff_t W, \
-                 ptrdiff_t L, ptrdiff_t Wo)                                                 \
+                 ptrdiff_t gs, const float *k, const float *ww, ptrdiff_t nr,               \
+                 const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo)   \
 {                                                                                           \
     if (nr == 1 && m == 1)                                                                  \
-        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 1, W, L, Wo, KIND, ST);            \
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 1, W, L, Wo, KIND, ST);    \
     else if (nr == 1 && m == 2)                                                             \
-        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 2, W, L, Wo, KIND, ST);            \
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 2, W, L, Wo, KIND, ST);    \
     else if (nr == 2 && m == 1)                                                             \
-        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 1, W, L, Wo, KIND, ST);            \
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 1, W, L, Wo, KIND, ST);    \
     else if (nr == 2 && m == 2)                                                             \
-        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 2, W, L, Wo, KIND, ST);            \
-    else pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, KIND, ST);          \
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 2, W, L, Wo, KIND, ST);    \
+    else pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, KIND, ST);  \
 }
 #define PG_LANES_ROW(NAME, KIND)                                                            \
 PG_LANES_ROW_ST(NAME##_o, KIND, 0)                                                          \
