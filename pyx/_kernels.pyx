@@ -945,7 +945,7 @@ cdef void _lanes_rows(const store_t* gbase, store_t* xbase, const Gather* g, con
     (pg_lanes_copy): formed in the block's first row, or, where the plan streams, in rowbuf
     (the thread's scratch, so that no row is read for ownership) and streamed to all."""
     cdef Py_ssize_t W = g.W, L = g.L, es = sizeof(store_t)
-    cdef Py_ssize_t od, oh, idd, ih, ed, eh, jd, jh, a, b, p, q, nr, iw, nd
+    cdef Py_ssize_t od, oh, idd, ih, ed, eh, jd, jh, a, b, p, q, nr, iw
     cdef store_t* dst
     cdef float ks[8]
     cdef int kind = 0 if store_t is float else (1 if g.kind == K_F16 else 2)
