@@ -603,6 +603,19 @@ static inline void pg_spread16_row(uint16_t *dst, const uint16_t *r, const int64
     }
 }
 
+/* each 16-bit (es 2) or 32-bit value of v's low half, then of its high half, twice */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline __m128i pg_twice_lo(__m128i v, ptrdiff_t es)
+{
+    return es == 2 ? _mm_unpacklo_epi16(v, v) : _mm_unpacklo_epi32(v, v);
+}
+
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline __m128i pg_twice_hi(__m128i v, ptrdiff_t es)
+{
+    return es == 2 ? _mm_unpackhi_epi16(v, v) : _mm_unpackhi_epi32(v, v);
+}
+
 /*
  * Non-overlapping windows (g->single): every grad_input value is one grad_output value
  * times its weights.  Each grad_output value is weighted (and rounded, for 16-bit) once,
@@ -693,13 +706,11 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
                     const int whole = j + b32 <= W;
                     const __m128i v = whole ? _mm_loadu_si128((const __m128i *)s)
                                             : _mm_loadl_epi64((const __m128i *)s);
-                    const __m128i lo = es == 2 ? _mm_unpacklo_epi16(v, v)
-                                               : _mm_unpacklo_epi32(v, v);
+                    const __m128i lo = pg_twice_lo(v, es);
                     _mm_stream_si128((__m128i *)(dst + o), lo);
                     _mm_stream_si128((__m128i *)(dst2 + o), lo);
                     if (whole) {
-                        const __m128i hi = es == 2 ? _mm_unpackhi_epi16(v, v)
-                                                   : _mm_unpackhi_epi32(v, v);
+                        const __m128i hi = pg_twice_hi(v, es);
                         _mm_stream_si128((__m128i *)(dst + o + 16), hi);
                         _mm_stream_si128((__m128i *)(dst2 + o + 16), hi);
                     }
@@ -733,14 +744,7 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
                         }
                     } else {
                         const __m128i v = _mm_loadu_si128((const __m128i *)s);
-                        __m128i lo, hi;
-                        if (es == 2) {
-                            lo = _mm_unpacklo_epi16(v, v);
-                            hi = _mm_unpackhi_epi16(v, v);
-                        } else {
-                            lo = _mm_unpacklo_epi32(v, v);
-                            hi = _mm_unpackhi_epi32(v, v);
-                        }
+                        const __m128i lo = pg_twice_lo(v, es), hi = pg_twice_hi(v, es);
                         _mm_storeu_si128((__m128i *)(dst + o), lo);
                         _mm_storeu_si128((__m128i *)(dst + o + 16), hi);
                         if (two) {
