@@ -27,7 +27,7 @@ class Operator:
     def _planned(self, kernel, arrays):
         self._kernel = kernel
         if kernel is not None:
-            self._workspace_size = kernel.workspace_size(_threads.get_num_threads())
+            self._workspace_size = kernel.workspace_size(_threads.planned())
             kernel.extents = [_plan.byte_span(a) for a in arrays]
 
     @property

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from . import _threads
 from ._errors import invalid
 from ._validate import BFLOAT16
 
@@ -100,10 +101,11 @@ def cover(start, end, in_size):
 MAX_TAPS = 4
 
 
-def last_level_cache_bytes():
-    """Size of the CPU's largest cache (Linux sysfs; 0 where it cannot be read)."""
+def last_level_cache():
+    """Size of the CPU's largest cache and how many CPUs share it (Linux sysfs; size 0
+    where it cannot be read, and then the CPUs this process may use)."""
     import glob
-    best = 0
+    best, cpus = 0, 0
     for d in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
         try:
             with open(d + "/size") as f:
@@ -112,26 +114,56 @@ def last_level_cache_bytes():
             continue
         scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:], 1)
         digits = text.rstrip("KMG")
-        if digits.isdigit():
-            best = max(best, int(digits) * scale)
-    return best
+        if digits.isdigit() and int(digits) * scale > best:
+            best, cpus = int(digits) * scale, _shared_cpus(d)
+    return best, cpus or _threads.CPU_COUNT
 
 
-# outputs larger than this are written with streaming (cache-bypassing) stores, on rows of
-# at least STREAM_ROW_BYTES, or (float32 C items, pg_item.h) as whole blocks of rows through
-# a stage (pg_stream.h).  Measured (benchmarks/): streaming short rows one by one is slower than
-# ordinary stores, while long rows (channels-last) gain 15-20 % and row blocks of the
-# k3s2p1 case 13-24 % (see REGION_ROW_BYTES) where the output is larger than the
-# last-level cache; an output that fits in it (a 300 MB L3 holds the benchmark's 103 MB)
-# is written faster through the cache, so the threshold is at least the LLC size
-STREAM_BYTES = max(8 << 20, last_level_cache_bytes())
+def _shared_cpus(cache_dir):
+    """The number of CPUs in a sysfs cache's shared_cpu_list ("0-15,32-47"), 0 if unread."""
+    try:
+        with open(cache_dir + "/shared_cpu_list") as f:
+            text = f.read().strip()
+        count = 0
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            count += int(hi or lo) - int(lo) + 1
+        return count
+    except (OSError, ValueError):
+        return 0
+
+
+LLC_BYTES, LLC_CPUS = last_level_cache()
+
+# outputs larger than the planned threads' share of the last-level cache (at least 8 MiB)
+# are written with streaming (cache-bypassing) stores, on rows of at least
+# STREAM_ROW_BYTES, or (float32 C items, pg_item.h) as whole blocks of rows through a
+# stage (pg_stream.h).  Measured (benchmarks/): streaming short rows one by one is slower
+# than ordinary stores, while long rows (channels-last) gain 15-20 % and row blocks of the
+# k3s2p1 case 13-24 % (see REGION_ROW_BYTES) where the output is larger than the cache.
+# An output that fits is written faster through it, but only by enough threads: on the
+# 16-CPU Xeon (300 MB L3 shared by all 16) a traffic pass writing the benchmark's 51-103
+# MB outputs took 0.41-0.60x the time with streaming stores on 1 thread, 0.45-0.96x on 2,
+# 0.65-1.05x on 4, 0.54-1.02x on 8 and 0.93-2.7x on 16; the kernels, streamed, 0.34-0.95x
+# on 1 thread (max-pool 112 -> 7: 20.3 -> 7.3 ms), 0.56-1.77x on 16.  On the 2-vCPU EPYC
+# (16 MB L3 shared by both), 12.8 MB outputs took 1.4-2x as long streamed on 2 threads.
+# STREAM_BYTES caps the threshold (the tests set it to -1 to stream every output).
+STREAM_BYTES = max(8 << 20, LLC_BYTES)
 STREAM_ROW_BYTES = 4096
 
 
-def streaming(out6):
-    """Whether the kernels should write this (6-D view of an) output with streaming stores."""
+def stream_bytes(threads):
+    """Outputs larger than this are streamed by a call planned for ``threads`` threads:
+    their share of the last-level cache, at least 8 MiB, at most STREAM_BYTES."""
+    share = LLC_BYTES * min(threads, LLC_CPUS) // max(1, LLC_CPUS)
+    return min(STREAM_BYTES, max(8 << 20, share))
+
+
+def streaming(out6, threads):
+    """Whether the kernels should write this (6-D view of an) output with streaming stores,
+    in a call planned for ``threads`` threads."""
     row = out6.shape[4] * out6.shape[5] * out6.itemsize
-    return out6.nbytes > STREAM_BYTES and row >= STREAM_ROW_BYTES
+    return out6.nbytes > stream_bytes(threads) and row >= STREAM_ROW_BYTES
 
 
 # rows shorter than this are not streamed as blocks either: the k2s2 case's 224-byte rows
@@ -141,13 +173,14 @@ def streaming(out6):
 REGION_ROW_BYTES = 256
 
 
-def streaming_region(out6, min_row=None):
+def streaming_region(out6, threads, min_row=None):
     """Whether a kernel should stream whole blocks of rows (the gather's C items, pg_item.h;
-    the max-pool scatter): outputs larger than the last-level cache, with rows of at least
-    min_row bytes (default REGION_ROW_BYTES; the scatter, which writes a block at once, 0)."""
+    the max-pool scatter): outputs larger than ``stream_bytes(threads)``, with rows of at
+    least min_row bytes (default REGION_ROW_BYTES; the scatter, which writes a block at
+    once, 0)."""
     row = out6.shape[4] * out6.shape[5] * out6.itemsize
     min_row = REGION_ROW_BYTES if min_row is None else min_row
-    return out6.nbytes > STREAM_BYTES and row >= min_row
+    return out6.nbytes > stream_bytes(threads) and row >= min_row
 
 
 def taps(lo, hi, n_out):

@@ -6,6 +6,7 @@ speed: a parallel region costs a few microseconds to open, which a small call ne
 back, so the count is capped by the work size (bytes moved) as PyTorch's grain size does.
 """
 import os
+import threading
 
 from . import _kernels
 from ._errors import invalid
@@ -64,6 +65,33 @@ def get_num_threads():
         return _user_threads
     # omp_get_max_threads follows OMP_NUM_THREADS and threadpoolctl's limits at call time
     return max(1, min(_kernels.omp_max_threads(), CPU_COUNT))
+
+
+# the thread count that operators constructed by this Python thread are planned for, where
+# a one-shot function was given its own (`planning`); else the default
+_planning = threading.local()
+
+
+def planned():
+    """The thread count a call being planned now is planned for: the one-shot function's
+    n_threads (`planning`), else `get_num_threads`.  Plans tune the output's stores to it
+    (_plan.stream_bytes); any thread count gives the same bits."""
+    n = getattr(_planning, "n", None)
+    return get_num_threads() if n is None else n
+
+
+class planning:
+    """``with planning(n):`` operators constructed in the block are planned for n threads."""
+
+    def __init__(self, n):
+        self.n = n
+
+    def __enter__(self):
+        self.saved = getattr(_planning, "n", None)
+        _planning.n = self.n
+
+    def __exit__(self, *exc):
+        _planning.n = self.saved
 
 
 def _check_positive(n, name):

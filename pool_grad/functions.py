@@ -1,10 +1,11 @@
 """Scikit-style functions: validate, plan and execute in one call, returning grad_input.
 
-A call whose configuration (shapes, strides and dtypes of the arrays, and every parameter,
-exactly typed) has already passed validation once reuses that call's planned kernel on the
-new arrays, so that a small one-shot call costs a few microseconds.  Only configurations
-that validated and planned successfully enter this cache, and everything validation looks
-at is part of the key, so a cache hit can never accept a call the checks would refuse.
+A call whose configuration (shapes, strides and dtypes of the arrays, every parameter,
+exactly typed, and the thread count asked for) has already passed validation once reuses
+that call's planned kernel on the new arrays, so that a small one-shot call costs a few
+microseconds.  Only configurations that validated and planned successfully enter this
+cache, and everything validation looks at is part of the key, so a cache hit can never
+accept a call the checks would refuse.
 """
 import numpy as np
 
@@ -60,9 +61,12 @@ def _new_grad_input(grad_output, x):
 
 
 def _call(key, make_op, grad_output, x, indices, out, n_threads):
-    """Run one call: through the cached plan of its configuration when there is one,
-    else by constructing (validating, planning) the operator."""
+    """Run one call: through the cached plan of its configuration and thread count when
+    there is one, else by constructing (validating, planning) the operator."""
     if key is not None:
+        # the thread count the plan is for: the call's, else set_num_threads' (a plan
+        # made for the OpenMP default is kept when that changes; it gives the same bits)
+        key += (n_threads if n_threads is not None else _threads._user_threads,)
         hit = _cache.get(key)
         if hit is not None:
             kernel, shape, dtype = hit
@@ -78,7 +82,8 @@ def _call(key, make_op, grad_output, x, indices, out, n_threads):
                 # a bad index: the operator raises the full error below
     if out is None:
         grad_output, out = _new_grad_input(grad_output, x)
-    op = make_op(grad_output, out)
+    with _threads.planning(_threads.requested(n_threads)):
+        op = make_op(grad_output, out)
     out = op.grad_input
     op.execute(n_threads=n_threads)
     if key is not None and op._kernel is not None and op.grad_output is grad_output and \

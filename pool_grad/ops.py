@@ -89,11 +89,12 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
         3 * terms + (go6.shape[4] + 2 + 2 * w + rows * w + (h * w if tstore else 0)) * lanes
         + 2 * w + 600)
     v.memory_fits(scratch * _threads.CPU_COUNT, "grad_output", "scratch rows")
+    nt = _threads.planned()
     return _kernels.AvgGatherKernel(go6, gi6, _plan.KINDS[go.dtype], rnd, tables, taps,
                                     runs, poly, weights, bd, bh, rows, terms, scale_w,
-                                    _plan.streaming(gi6), tstore, fill,
-                                    _plan.streaming_region(gi6),
-                                    _plan.streaming_region(gi6, 0))
+                                    _plan.streaming(gi6, nt), tstore, fill,
+                                    _plan.streaming_region(gi6, nt),
+                                    _plan.streaming_region(gi6, nt, 0))
 
 
 class AvgPool2dBackward(Operator):
@@ -324,11 +325,12 @@ class AdaptiveMaxPool2dBackward(Operator):
             bh = _plan.scatter_blocks(hh, ww * lanes, n * c, _threads.CPU_COUNT,
                                      go6.shape[3])
             flat = None
+            nt = _threads.planned()
             if _plan.SCATTER_WINDOW:
                 flat = _plan.window_spread(ww, lanes, go6.shape[4], gi6.itemsize)
             kernel = _kernels.MaxScatterKernel(
-                go6, ind6, gi6, _plan.KINDS[dt], bh, _plan.streaming(gi6),
-                _plan.streaming_region(gi6, 0),
+                go6, ind6, gi6, _plan.KINDS[dt], bh, _plan.streaming(gi6, nt),
+                _plan.streaming_region(gi6, nt, 0),
                 _plan.scatter_sparse(hh * ww, go6.shape[3] * go6.shape[4], bh * ww * lanes),
                 _plan.SCATTER_WINDOW, flat)
         elif go.size and not gi.size:

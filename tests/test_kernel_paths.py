@@ -181,6 +181,97 @@ def test_streaming_stores_give_the_same_bits(x_shape, dtype, mode, simd, request
         assert np.array_equal(a, b)
 
 
+def test_stream_threshold_is_the_planned_threads_share_of_the_cache(monkeypatch):
+    mib = 1 << 20
+    for llc, cpus, cap, want in [
+            (300 * mib, 16, 300 * mib, {1: 18.75 * mib, 2: 37.5 * mib, 8: 150 * mib,
+                                        16: 300 * mib, 64: 300 * mib}),
+            (16 * mib, 2, 16 * mib, {1: 8 * mib, 2: 16 * mib, 3: 16 * mib}),
+            (0, 4, 8 * mib, {1: 8 * mib, 4: 8 * mib}),             # cache size unknown
+            (300 * mib, 16, -1, {1: -1, 16: -1})]:                 # the tests' override
+        monkeypatch.setattr(_plan, "LLC_BYTES", llc)
+        monkeypatch.setattr(_plan, "LLC_CPUS", cpus)
+        monkeypatch.setattr(_plan, "STREAM_BYTES", cap)
+        assert {t: _plan.stream_bytes(t) for t in want} == want
+
+
+def test_shared_cpu_list_is_counted(tmp_path):
+    for text, n in [("0-15\n", 16), ("0-15,32-47", 32), ("3", 1), ("0,2,4-5", 4),
+                    ("", 0), ("x", 0)]:
+        (tmp_path / "shared_cpu_list").write_text(text)
+        assert _plan._shared_cpus(str(tmp_path)) == n
+    assert _plan._shared_cpus(str(tmp_path / "missing")) == 0
+    size, cpus = _plan.last_level_cache()
+    assert size >= 0 and cpus >= 1
+
+
+def test_plans_are_made_for_the_thread_count_of_the_call(monkeypatch, restore_num_threads):
+    """Operators plan for set_num_threads' count, one-shot functions for their n_threads,
+    and a one-shot plan is kept per thread count asked for."""
+    seen = []
+    real = _plan.stream_bytes
+    monkeypatch.setattr(_plan, "stream_bytes", lambda t: seen.append(t) or real(t))
+    monkeypatch.setattr(functions, "_cache", {})
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 3, 12, 12)).astype(np.float32)
+    go = rng.standard_normal((2, 3, 6, 6)).astype(np.float32)
+    y, idx = pg.adaptive_max_pool2d(x, 6, return_indices=True)
+    pg.set_num_threads(3)
+    pg.AvgPool2dBackward(go, x, 2, 2, 0, False, True, 0, 0, np.empty_like(x))
+    pg.AdaptiveMaxPool2dBackward(go, x, idx, np.empty_like(x))
+    assert seen and set(seen) == {3}
+    calls = [lambda n: pg.avg_pool2d_backward(go, x.shape, kernel_size=2, n_threads=n),
+             lambda n: pg.adaptive_avg_pool3d_backward(go, x.shape, n_threads=n),
+             lambda n: pg.adaptive_max_pool2d_backward(go, x.shape, idx, n_threads=n)]
+    for n in (5, None, 5, 1):
+        want = [r(1) for r in calls]
+        seen.clear()
+        got = [r(n) for r in calls]
+        assert set(seen) <= {3 if n is None else n}
+        for a, b in zip(want, got):
+            assert np.array_equal(_bits(a), _bits(b))
+    seen.clear()
+    for n in (5, None, 1):   # each planned once above
+        [r(n) for r in calls]
+    assert seen == []
+
+
+def test_a_plan_for_fewer_threads_streams_with_the_same_bits(monkeypatch, restore_num_threads):
+    """Where one thread's share of the cache is smaller than the output and two threads'
+    is not, a plan made for one thread streams its stores and one made for two does not:
+    the same bits, executed with either thread count."""
+    mib = 1 << 20
+    monkeypatch.setattr(_plan, "LLC_BYTES", 32 * mib)
+    monkeypatch.setattr(_plan, "LLC_CPUS", 2)
+    monkeypatch.setattr(_plan, "STREAM_BYTES", 32 * mib)
+    streamed = []
+    real = _plan.streaming_region
+    monkeypatch.setattr(_plan, "streaming_region",
+                        lambda *a: streamed.append(real(*a)) or streamed[-1])
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((4, 64, 140, 140)).astype(np.float32)    # 20 MB
+    go = rng.standard_normal((4, 64, 70, 70)).astype(np.float32)
+    gm, idx = pg.adaptive_max_pool2d(x, 7, return_indices=True)
+    gm = rng.standard_normal(gm.shape).astype(np.float32)
+    outs = {}
+    for planned in (1, 2):
+        pg.set_num_threads(planned)
+        streamed.clear()
+        ops = [pg.AvgPool2dBackward(go, x, 3, 2, 1, False, True, 0, 0, np.empty_like(x)),
+               pg.AvgPool2dBackward(go, x, 2, 2, 0, False, True, 0, 0,
+                                    as_layout(np.empty_like(x), "channels_last")),
+               pg.AdaptiveMaxPool2dBackward(gm, x, idx, np.empty_like(x))]
+        assert all(streamed) if planned == 1 else not any(streamed)
+        for ran in (1, 2):
+            for i, op in enumerate(ops):
+                op.grad_input[...] = np.nan
+                op.execute(n_threads=ran)
+                outs.setdefault(i, []).append(_bits(op.grad_input).copy())
+    for i, results in outs.items():
+        for r in results[1:]:
+            assert np.array_equal(results[0], r)
+
+
 @pytest.fixture
 def split_items(monkeypatch):
     """Work items split down to single rows (and single D planes) however small the call:
