@@ -10,6 +10,7 @@ accept a call the checks would refuse.
 import numpy as np
 
 from . import _threads
+from ._errors import ParamInvalidError
 from . import _validate as v
 from .ops import AdaptiveAvgPool3dBackward, AdaptiveMaxPool2dBackward, AvgPool2dBackward
 
@@ -63,6 +64,8 @@ def _new_grad_input(grad_output, x):
 def _call(key, make_op, grad_output, x, indices, out, n_threads):
     """Run one call: through the cached plan of its configuration and thread count when
     there is one, else by constructing (validating, planning) the operator."""
+    if n_threads is not None and type(n_threads) is not int:
+        key = None   # the operator checks it (an unhashable one too)
     if key is not None:
         # the thread count the plan is for: the call's, else set_num_threads' (a plan
         # made for the OpenMP default is kept when that changes; it gives the same bits)
@@ -82,7 +85,11 @@ def _call(key, make_op, grad_output, x, indices, out, n_threads):
                 # a bad index: the operator raises the full error below
     if out is None:
         grad_output, out = _new_grad_input(grad_output, x)
-    with _threads.planning(_threads.requested(n_threads)):
+    try:
+        plan_for = _threads.requested(n_threads)
+    except ParamInvalidError:
+        plan_for = None   # execute raises it, after the operator's own checks
+    with _threads.planning(plan_for):
         op = make_op(grad_output, out)
     out = op.grad_input
     op.execute(n_threads=n_threads)

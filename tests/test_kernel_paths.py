@@ -236,6 +236,22 @@ def test_plans_are_made_for_the_thread_count_of_the_call(monkeypatch, restore_nu
     assert seen == []
 
 
+@pytest.mark.parametrize("n_threads", [[2], "2", 2.0, 0, True])
+def test_one_shot_bad_n_threads_is_reported_after_the_operator_checks(n_threads):
+    """A bad n_threads (unhashable, or not a positive integer) raises ParamInvalidError
+    naming it, from a cached configuration too; a call with another broken rule reports
+    that rule first, as before plans were keyed by thread count."""
+    go = np.ones((1, 2, 2, 2), np.float32)
+    pg.avg_pool2d_backward(go, (1, 2, 4, 4), kernel_size=2)   # cached
+    for _ in range(2):
+        with pytest.raises(pg.ParamInvalidError, match="n_threads"):
+            pg.avg_pool2d_backward(go, (1, 2, 4, 4), kernel_size=2, n_threads=n_threads)
+    with pytest.raises(pg.ParamInvalidError, match="kernel_size"):
+        pg.avg_pool2d_backward(go, (1, 2, 4, 4), kernel_size=0, n_threads=n_threads)
+    got = pg.avg_pool2d_backward(go, (1, 2, 4, 4), kernel_size=2, n_threads=np.int64(2))
+    assert np.array_equal(got, np.full((1, 2, 4, 4), 0.25, np.float32))
+
+
 def test_a_plan_for_fewer_threads_streams_with_the_same_bits(monkeypatch, restore_num_threads):
     """Where one thread's share of the cache is smaller than the output and two threads'
     is not, a plan made for one thread streams its stores and one made for two does not:
