@@ -394,6 +394,15 @@ def views6(arrays, n_spatial, out_index):
 # as a strided lane axis and are stored plane by plane (see gather_views6)
 TSTORE_W = 12
 TSTORE_ELEMS = 1 << 17
+# ... and for float32 and 16-bit with at least 8 planes, whose rows go in and out eight
+# planes by eight values through transposes (pg_tpose.h), these widths, by element size and whether the windows
+# are disjoint (disjoint_windows).  On the 2-vCPU EPYC (64 planes of 12..32 square, 16 MB
+# float32 outputs, 1 and 2 threads) the lanes took, against the folded planes' time:
+# float32 k3s2p1 0.48-0.79x up to W = 16, 0.85-1.11x at 24-32, k3s1p1 0.70-0.94x up to 16,
+# 1.0-1.22x past it; 16-bit k3s2p1 and k3s1p1 0.24-0.80x up to W = 32; disjoint windows
+# (k2s2), whose folded planes copy each value without sums, 0.35-0.42x for 16-bit below
+# W = 16 and 1.2-2.4x from it, and float32 1.2-1.4x from W = 12
+TSTORE_W_FAST = {(4, True): 12, (4, False): 17, (2, True): 16, (2, False): 33}
 
 
 # channels-last lanes fewer than this (C < 16) are merged into the W axis where the strides
@@ -429,7 +438,20 @@ def flat_taps(tp, w, n_out, lanes):
     return np.ascontiguousarray(flat.reshape(-1), dtype=np.int64)
 
 
-def gather_views6(go, gi, n_spatial, fill=False):
+@functools.lru_cache(maxsize=256)
+def disjoint_windows(spec):
+    """Whether every input index lies in at most one window along H and along W (kernel <=
+    stride, adaptive sizes that divide): each grad_input value is then one product."""
+    windows = _AXES[spec[0]](*spec[1:])[0]
+    sizes = spec[1][-2:] if spec[0] == "adaptive3d" else tuple(spec[1])
+    for (start, end), size in zip(windows[1:], sizes):
+        lo, hi = cover(start, end, size)
+        if np.any(hi - lo > 1):
+            return False
+    return True
+
+
+def gather_views6(go, gi, n_spatial, fill=False, disjoint=False):
     """The average-pool gradient's views, whether the kernel stores plane by plane, and
     whether the planes were folded into D.
 
@@ -437,14 +459,17 @@ def gather_views6(go, gi, n_spatial, fill=False):
     with narrow rows (global pooling: 7-wide rows) the per-row work would dominate, so C
     becomes a lane axis all the same (each lane a whole plane): every row operation then
     spans W*C elements, and the kernel stores an item's rows plane by plane, so grad_input
-    is still written in memory order.  Other small planes are folded into D (fold_planes).
+    is still written in memory order (wider rows too for float32 and 16-bit, which move
+    between planes and lanes through transposes: TSTORE_W_FAST, by ``disjoint`` windows).
+    Other small planes are folded into D (fold_planes).
     With ``fill`` (constant_planes) the kernel fills planes and needs no lanes.
     """
     (go6, gi6), use_lanes = views6([go, gi], n_spatial, out_index=1)
     n, c, d, h, w, _ = gi6.shape
     if use_lanes or d != 1 or c <= 1:
         return go6, gi6, False, False
-    if w < TSTORE_W and h * w * c <= TSTORE_ELEMS and not fill:
+    width = TSTORE_W_FAST.get((gi.itemsize, bool(disjoint)), TSTORE_W) if c >= 8 else TSTORE_W
+    if w < width and h * w * c <= TSTORE_ELEMS and not fill:
         return lanes(go6), lanes(gi6), True, False
     if h * w <= FOLD_PLANE_ELEMS:
         return fold_planes(go6), fold_planes(gi6), False, True

@@ -67,7 +67,8 @@ def _check_plan_size(in_sizes, out_sizes, go, gi_bytes):
 def _gather_kernel(go, gi, n_spatial, spec, rnd):
     """Plan the separable average-pool gradient of one call (geometry from the cache)."""
     fill = _plan.constant_planes(spec)
-    go6, gi6, tstore, folded = _plan.gather_views6(go, gi, n_spatial, fill)
+    go6, gi6, tstore, folded = _plan.gather_views6(go, gi, n_spatial, fill,
+                                                   _plan.disjoint_windows(spec))
     acc = np.dtype(_acc_dtype(go.dtype))
     geometry = None
     lanes = gi6.shape[5]
@@ -86,7 +87,8 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     # the kernel's scratch per thread (AvgGatherKernel.scratch_elems), with the float32
     # region's stage (at most 2 * w + 600 elements) counted whether or not it is used
     scratch = (8 if go.dtype == np.float64 else 4) * (
-        3 * terms + (go6.shape[4] + 2 + 2 * w + rows * w + (h * w if tstore else 0)) * lanes
+        3 * terms + (go6.shape[4] + 2 + 2 * w + rows * w
+                     + (h * w + rows * (go6.shape[4] + 2) if tstore else 0)) * lanes
         + 2 * w + 600)
     v.memory_fits(scratch * _threads.CPU_COUNT, "grad_output", "scratch rows")
     nt = _threads.planned()

@@ -123,6 +123,12 @@ cdef extern from "pg_item.h" nogil:
                         Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1,
                         float* grow, float* E, const float** rows, float* tmp, int bf16)
 
+cdef extern from "pg_tpose.h" nogil:
+    int pg_tload(float* dst, const void* src, Py_ssize_t ps, Py_ssize_t n, Py_ssize_t L,
+                 const float* ww, Py_ssize_t rowlen, Py_ssize_t pitch, int kind)
+    int pg_tstore(void* dst, Py_ssize_t ps, const float* src, Py_ssize_t n, Py_ssize_t L,
+                  int kind)
+
 cdef extern from "pg_index.h" nogil:
     int pg_any_bad_i64(const int64_t* x, Py_ssize_t n, uint64_t limit)
     int pg_any_bad_i32(const int32_t* x, Py_ssize_t n, uint64_t limit)
@@ -1033,6 +1039,9 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
     cdef acc_t* E = acc + rl + (rl + 1) // 2
     # tstore: the item's grad_input rows, kept until they are stored plane by plane
     cdef acc_t* S = E + g.rows_cap * rl
+    # tstore: the item's grad_output rows in lane order (pg_tload), after its rows
+    cdef acc_t* T = S + g.bh * rl
+    cdef bint tpre
     cdef acc_t s
     cdef Py_ssize_t od, oh, ow, l, l0, l1, idd, ih, a, b, p, q
     cdef Py_ssize_t nr
@@ -1066,11 +1075,30 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
     for l in range(L):
         grow[Wo * L + l] = 0
         grow[(Wo + 1) * L + l] = -0.0
+    # lanes that are planes (small NCHW planes, one D row): the item's grad_output rows,
+    # contiguous in each plane, gathered at once eight planes by eight values through a
+    # transpose, each row with its two slots after it (rows Wo + 2 positions apart)
+    tpre = False
+    if acc_t is float:
+        if store_t is not double:
+            if (g.tstore and od1 - od0 == 1 and noh > 0 and g.gs[4] == 1 and g.gs[3] == Wo
+                    and g.rnd == R_NONE):
+                tpre = pg_tload(T, gbase + od0 * g.gs[2] + oh0 * g.gs[3], g.gs[5], noh * Wo,
+                                L, ww if g.scale_w else NULL, Wo, Wo + 2, g.kind) != 0
+                if tpre:
+                    for oh in range(noh):
+                        for l in range(L):
+                            T[(oh * (Wo + 2) + Wo) * L + l] = 0
+                            T[(oh * (Wo + 2) + Wo + 1) * L + l] = -0.0
     # grad_output rows -> E rows: each row scaled by ww per output column, expanded, then
     # multiplied by its D and H weight (once here, not in every grad_input row using it)
     for od in range(od0, od1):
         for oh in range(oh0, oh1):
             erow = E + ((od - od0) * noh + (oh - oh0)) * rl
+            if tpre:
+                # the row, its sentinel slots set, where pg_tload put it
+                _expand(T + (oh - oh0) * (Wo + 2) * L, erow, g, acc, wd[od] * wh[oh])
+                continue
             fused = False
             if store_t is float:
                 if acc_t is float:
@@ -1158,6 +1186,14 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                 pg_combine_f64(acc, rows, nr, rl, 0)
             _store_row(acc, dst, g.xs[4], g.xs[5], W, L, g.kind, g.stream, tmp16)
         if g.tstore:
+            if acc_t is float:
+                if store_t is not double:
+                    # rows that follow each other in every plane: eight planes by eight
+                    # values through a transpose
+                    if (g.xs[4] == 1 and g.xs[3] == W
+                            and pg_tstore(xbase + idd * g.xs[2] + h0 * g.xs[3], g.xs[5], S,
+                                          (h1 - h0) * W, L, g.kind)):
+                        continue
             # lane l is plane c = l: store 16 planes at a time, reading one cache line of
             # lanes per element and writing within those planes only
             for l0 in range(0, L, 16):
@@ -1374,7 +1410,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                               g.max_terms * (sizeof(void*) // (8 if kind == K_F64 else 4))
                               + (g.Wo + 2) * g.L + g.W * g.L
                               + (g.W * g.L + 1) // 2 + rows * g.W * g.L
-                              + (bh * g.W * g.L if tstore else 0)
+                              + ((bh * g.W + rows * (g.Wo + 2)) * g.L if tstore else 0)
                               + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
                                  if g.item_f32 != NULL and self.it.region else 0))
         self.scratch_bytes = self.scratch_elems * (8 if kind == K_F64 else 4)

@@ -623,6 +623,55 @@ def test_avx2_loops_give_the_same_bits_as_baseline(dtype, request):
         assert np.array_equal(a, b)
 
 
+# small NCHW planes run with C as lanes (_plan.gather_views6's tstore): grad_output rows
+# gathered and grad_input rows stored eight planes by eight values through transposes
+# (pg_tpose.h).  C a multiple of 8, C = 13 and 20 (the last 8 lanes overlapping), C = 5
+# (fewer than 8 lanes: the element loops), items with fewer than 8 grad_output values, W
+# weights (count_include_pad=False), 3-D input, an adaptive 3-D call with D = 1, and layouts
+# whose strides send them to the element loops (sliced, negative, Fortran)
+TSTORE_AVG = [  # (x shape, kernel, stride, padding, count_include_pad)
+    ((2, 8, 9, 9), 3, 2, 1, False),
+    ((3, 13, 8, 8), 2, 2, 0, True),
+    ((2, 20, 11, 7), 3, 1, 1, True),
+    ((2, 16, 4, 4), 2, 2, 0, True),       # 2x2 grad_output planes: 4 values an item
+    ((1, 24, 3, 3), 3, 1, 1, False),
+    ((2, 5, 9, 9), 3, 2, 1, True),        # 5 lanes
+    ((16, 9, 10), 3, 2, 1, False),        # 3-D input
+]
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_small_planes_through_transposes_give_the_same_bits_as_baseline(dtype, request):
+    for x_shape, *_ in TSTORE_AVG:
+        gi = np.zeros(x_shape, np.float32)
+        assert _plan.gather_views6(gi[..., :1, :1], gi, 2)[2], x_shape
+
+    def runs():
+        outs = []
+        rng = np.random.default_rng(21)
+        for x_shape, k, s, p, cip in TSTORE_AVG:
+            y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, s, p, count_include_pad=cip)
+            go = _special(y.shape, dtype, rng)
+            if go.dtype.itemsize == 2:   # a signalling NaN, made quiet by either conversion
+                # (one: where two NaNs meet in a sum, which payload wins is the compiler's
+                # operand order, not the same in the baseline and the AVX2 loops)
+                go.view(np.uint16).reshape(-1)[-1] = (
+                    0x7C01 if go.dtype == np.float16 else 0xFF85)
+            for layout in ("c", "f", "sliced", "negative"):
+                out = empty_out(x_shape, dtype, layout)
+                pg.avg_pool2d_backward(as_layout(go, layout), x_shape, k, s, p,
+                                       count_include_pad=cip, out=out, n_threads=1)
+                outs.append(_bits(out))
+        go3 = _special((3, 16, 1, 3, 4), dtype, rng)
+        out = empty_out((3, 16, 1, 10, 11), dtype, "c")
+        pg.adaptive_avg_pool3d_backward(go3, (3, 16, 1, 10, 11), out=out, n_threads=2)
+        outs.append(_bits(out))
+        return outs
+
+    _same_bits_after(request, "baseline_simd", runs)
+
+
 # channels-last float32 and 16-bit with whole vectors of lanes (C a multiple of 8): each
 # grad_input row formed in registers from the grad_output rows, no E rows (_lanes_rows,
 # pg_stream.h's pg_lanes_row); one and two taps per column and up to six covering rows,

@@ -1,0 +1,187 @@
+/*
+ * Small NCHW planes with C as the lane axis (_plan.gather_views6, "tstore"): each lane is a
+ * whole plane, so a work item gathers its grad_output rows from C planes into
+ * [position][lane] order and scatters its grad_input rows back to the planes.  These two
+ * loops do it eight lanes by eight positions at a time, through an 8x8 transpose in
+ * registers, where the general code moved one value at a time.  They compute what the
+ * element loops compute (one widening and one multiply by the W weight on the way in, one
+ * rounding on the way out), so the results are the same bits.
+ *
+ *   pg_tload:  dst[(q * pitch + c) * L + l] = value(src[l * ps + p]) (times ww[c]),
+ *              p = q * rowlen + c: rows of rowlen positions, placed pitch positions apart
+ *   pg_tstore: dst[l * ps + p] = round(src[p * L + l])
+ *
+ * kind: 0 float32, 2 float16, 3 bfloat16 (the kernels' K_* numbers).  Both return 0, and do
+ * nothing, where the CPU lacks AVX2 (and F16C for float16) or there are fewer than 8 lanes:
+ * the caller then runs its element loops.
+ */
+#ifndef PG_TPOSE_H
+#define PG_TPOSE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "pg_cpu.h"
+#include "pg_half.h"
+
+#if PG_X86_DISPATCH
+/* r[j] <- column j of the 8x8 matrix whose row i is r[i] */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_tr8x8(__m256 r[8])
+{
+    __m256 t[8], s[8];
+    for (int i = 0; i < 4; i++) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        s[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+        s[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+        s[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+        s[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int i = 0; i < 4; i++) {
+        r[i] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x20);
+        r[i + 4] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x31);
+    }
+}
+
+/* eight values of one lane from p on, widened to float32 */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline __m256 pg_tload8(const char *src, ptrdiff_t p, int kind)
+{
+    if (kind == 0)
+        return _mm256_loadu_ps((const float *)src + p);
+    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)src + p));
+    if (kind == 2)
+        return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* eight float32 values of one lane stored from p on, rounded to the element's format */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_tstore8(char *dst, ptrdiff_t p, __m256 v, int kind)
+{
+    if (kind == 0) {
+        _mm256_storeu_ps((float *)dst + p, v);
+        return;
+    }
+    __m128i o;
+    if (kind == 2) {
+        o = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+    } else {
+        const __m256i q = pg_bf16_round8_avx2(v);
+        o = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    }
+    _mm_storeu_si128((__m128i *)((uint16_t *)dst + p), o);
+}
+
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_tload_body(float *PG_RESTRICT dst, const char *src, ptrdiff_t ps,
+                                 ptrdiff_t n, ptrdiff_t L, const float *ww, ptrdiff_t rowlen,
+                                 ptrdiff_t pitch, int kind)
+{
+    const ptrdiff_t es = kind ? 2 : 4;
+    char pad[8][32];   /* fewer than 8 positions: each lane's values in a block of 8 */
+    if (n < 8) memset(pad, 0, sizeof pad);
+    for (ptrdiff_t l0 = 0;; l0 += 8) {
+        if (l0 + 8 > L) l0 = L - 8;   /* the last block overlaps: the same values again */
+        const char *s = src + l0 * ps * es;
+        for (ptrdiff_t p = 0;; p += 8) {
+            if (n >= 8 && p + 8 > n) p = n - 8;
+            __m256 r[8];
+            for (int i = 0; i < 8; i++) {
+                if (n >= 8) {
+                    r[i] = pg_tload8(s + i * ps * es, p, kind);
+                } else {
+                    memcpy(pad[i], s + i * ps * es, (size_t)(n * es));
+                    r[i] = pg_tload8(pad[i], 0, kind);
+                }
+            }
+            pg_tr8x8(r);
+            /* position p + j: column c of row q, at (q * pitch + c) * L */
+            ptrdiff_t q = p / rowlen, c = p - q * rowlen;
+            for (ptrdiff_t j = 0; j < 8 && p + j < n; j++) {
+                const __m256 v = ww ? _mm256_mul_ps(r[j], _mm256_set1_ps(ww[c])) : r[j];
+                _mm256_storeu_ps(dst + (q * pitch + c) * L + l0, v);
+                if (++c == rowlen) { c = 0; q++; }
+            }
+            if (p + 8 >= n) break;
+        }
+        if (l0 + 8 == L) break;
+    }
+}
+
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_tstore_body(char *dst, ptrdiff_t ps, const float *PG_RESTRICT src,
+                                  ptrdiff_t n, ptrdiff_t L, int kind)
+{
+    const ptrdiff_t es = kind ? 2 : 4;
+    for (ptrdiff_t l0 = 0;; l0 += 8) {
+        if (l0 + 8 > L) l0 = L - 8;
+        char *d = dst + l0 * ps * es;
+        for (ptrdiff_t p = 0;; p += 8) {
+            if (p + 8 > n) p = n - 8;
+            __m256 r[8];
+            for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(src + (p + j) * L + l0);
+            pg_tr8x8(r);
+            for (int i = 0; i < 8; i++) pg_tstore8(d + i * ps * es, p, r[i], kind);
+            if (p + 8 == n) break;
+        }
+        if (l0 + 8 == L) break;
+    }
+}
+
+/* one copy per format, its element size a constant */
+__attribute__((target("avx2,f16c")))
+static void pg_tload_avx2(float *dst, const void *src, ptrdiff_t ps, ptrdiff_t n,
+                          ptrdiff_t L, const float *ww, ptrdiff_t rowlen, ptrdiff_t pitch,
+                          int kind)
+{
+    const char *s = (const char *)src;
+    if (kind == 0) pg_tload_body(dst, s, ps, n, L, ww, rowlen, pitch, 0);
+    else if (kind == 2) pg_tload_body(dst, s, ps, n, L, ww, rowlen, pitch, 2);
+    else pg_tload_body(dst, s, ps, n, L, ww, rowlen, pitch, 3);
+}
+
+__attribute__((target("avx2,f16c")))
+static void pg_tstore_avx2(void *dst, ptrdiff_t ps, const float *src, ptrdiff_t n,
+                           ptrdiff_t L, int kind)
+{
+    if (kind == 0) pg_tstore_body((char *)dst, ps, src, n, L, 0);
+    else if (kind == 2) pg_tstore_body((char *)dst, ps, src, n, L, 2);
+    else pg_tstore_body((char *)dst, ps, src, n, L, 3);
+}
+#endif
+
+static inline int pg_tload(float *dst, const void *src, ptrdiff_t ps, ptrdiff_t n,
+                           ptrdiff_t L, const float *ww, ptrdiff_t rowlen, ptrdiff_t pitch,
+                           int kind)
+{
+#if PG_X86_DISPATCH
+    if (L >= 8 && n >= 1 && pg_have_avx2() && pg_have_f16c()) {
+        pg_tload_avx2(dst, src, ps, n, L, ww, rowlen, pitch, kind);
+        return 1;
+    }
+#endif
+    (void)dst; (void)src; (void)ps; (void)n; (void)L; (void)ww; (void)rowlen; (void)pitch;
+    (void)kind;
+    return 0;
+}
+
+/* at least 8 positions (a short item keeps the element loop) */
+static inline int pg_tstore(void *dst, ptrdiff_t ps, const float *src, ptrdiff_t n,
+                            ptrdiff_t L, int kind)
+{
+#if PG_X86_DISPATCH
+    if (L >= 8 && n >= 8 && pg_have_avx2() && pg_have_f16c()) {
+        pg_tstore_avx2(dst, ps, src, n, L, kind);
+        return 1;
+    }
+#endif
+    (void)dst; (void)ps; (void)src; (void)n; (void)L; (void)kind;
+    return 0;
+}
+
+#endif
