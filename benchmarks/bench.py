@@ -94,6 +94,9 @@ def default_cases():
         Case(A, (32, 256, 56, 56), "float16", k=2, s=2, layout="CL"),
         Case(A, (32, 256, 56, 56), "bfloat16", k=2, s=2, layout="CL"),
         Case(A, (64, 2048, 7, 7), k=7, s=7, label="avg_pool2d global 64x2048x7x7 k7 f32 NCHW"),
+        # small planes (DenseNet's transitions and later layers)
+        Case(A, (256, 256, 14, 14), k=3, s=2, p=1),
+        Case(A, (256, 512, 14, 14), "bfloat16", k=2, s=2),
         Case(A, (1, 16, 4, 4), k=4, s=1, label="avg_pool2d seed 1x16x4x4 k4s1p0 f32 NCHW"),
         Case(A3, (4, 32, 16, 64, 64), out=(4, 8, 8)),
         Case(A3, (4, 32, 16, 64, 64), out=(4, 8, 8), layout="CL"),

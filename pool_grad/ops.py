@@ -88,7 +88,7 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     # region's stage (at most 2 * w + 600 elements) counted whether or not it is used
     scratch = (8 if go.dtype == np.float64 else 4) * (
         3 * terms + (go6.shape[4] + 2 + 2 * w + rows * w
-                     + (h * w + rows * (go6.shape[4] + 2) if tstore else 0)) * lanes
+                     + (2 * h * w + rows * (go6.shape[4] + 2) if tstore else 0)) * lanes
         + 2 * w + 600)
     v.memory_fits(scratch * _threads.CPU_COUNT, "grad_output", "scratch rows")
     nt = _threads.planned()

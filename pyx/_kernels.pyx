@@ -1041,6 +1041,7 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
     cdef acc_t* S = E + g.rows_cap * rl
     # tstore: the item's grad_output rows in lane order (pg_tload), after its rows
     cdef acc_t* T = S + g.bh * rl
+    cdef acc_t* P = T + g.rows_cap * (Wo + 2) * L   # and a stage of S's size
     cdef bint tpre
     cdef acc_t s
     cdef Py_ssize_t od, oh, ow, l, l0, l1, idd, ih, a, b, p, q
@@ -1189,11 +1190,22 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
             if acc_t is float:
                 if store_t is not double:
                     # rows that follow each other in every plane: eight planes by eight
-                    # values through a transpose
-                    if (g.xs[4] == 1 and g.xs[3] == W
-                            and pg_tstore(xbase + idd * g.xs[2] + h0 * g.xs[3], g.xs[5], S,
-                                          (h1 - h0) * W, L, g.kind)):
-                        continue
+                    # values through a transpose; whole planes that follow each other in
+                    # an output larger than the cache go through the stage P first and out
+                    # as one streamed run (no read of the lines they replace)
+                    if g.xs[4] == 1 and g.xs[3] == W:
+                        if (g.stream and h0 == 0 and h1 == g.H and g.xs[5] == g.H * W
+                                and pg_tstore(P, g.H * W, S, g.H * W, L, g.kind)):
+                            if store_t is float:
+                                pg_stream_f32(xbase + idd * g.xs[2], <const float*>P,
+                                              L * g.H * W)
+                            else:
+                                pg_stream_u16(xbase + idd * g.xs[2], <const uint16_t*>P,
+                                              L * g.H * W)
+                            continue
+                        if pg_tstore(xbase + idd * g.xs[2] + h0 * g.xs[3], g.xs[5], S,
+                                     (h1 - h0) * W, L, g.kind):
+                            continue
             # lane l is plane c = l: store 16 planes at a time, reading one cache line of
             # lanes per element and writing within those planes only
             for l0 in range(0, L, 16):
@@ -1410,7 +1422,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                               g.max_terms * (sizeof(void*) // (8 if kind == K_F64 else 4))
                               + (g.Wo + 2) * g.L + g.W * g.L
                               + (g.W * g.L + 1) // 2 + rows * g.W * g.L
-                              + ((bh * g.W + rows * (g.Wo + 2)) * g.L if tstore else 0)
+                              + ((2 * bh * g.W + rows * (g.Wo + 2)) * g.L if tstore else 0)
                               + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
                                  if g.item_f32 != NULL and self.it.region else 0))
         self.scratch_bytes = self.scratch_elems * (8 if kind == K_F64 else 4)

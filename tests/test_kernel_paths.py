@@ -627,8 +627,9 @@ def test_avx2_loops_give_the_same_bits_as_baseline(dtype, request):
 # gathered and grad_input rows stored eight planes by eight values through transposes
 # (pg_tpose.h).  C a multiple of 8, C = 13 and 20 (the last 8 lanes overlapping), C = 5
 # (fewer than 8 lanes: the element loops), items with fewer than 8 grad_output values, W
-# weights (count_include_pad=False), 3-D input, an adaptive 3-D call with D = 1, and layouts
-# whose strides send them to the element loops (sliced, negative, Fortran)
+# weights (count_include_pad=False), 3-D input, an adaptive 3-D call with D = 1, C in lane
+# blocks, and layouts whose strides send them to the element loops (sliced, negative,
+# Fortran)
 TSTORE_AVG = [  # (x shape, kernel, stride, padding, count_include_pad)
     ((2, 8, 9, 9), 3, 2, 1, False),
     ((3, 13, 8, 8), 2, 2, 0, True),
@@ -637,12 +638,22 @@ TSTORE_AVG = [  # (x shape, kernel, stride, padding, count_include_pad)
     ((1, 24, 3, 3), 3, 1, 1, False),
     ((2, 5, 9, 9), 3, 2, 1, True),        # 5 lanes
     ((16, 9, 10), 3, 2, 1, False),        # 3-D input
+    # lane blocks (_plan.tstore_lanes): 2 of 64, 2 of 36, and 67 planes in one
+    ((2, 128, 6, 6), 2, 2, 0, True),
+    ((1, 72, 5, 7), 3, 2, 1, False),
+    ((1, 67, 4, 6), 3, 1, 1, True),
 ]
 
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("streamed", [False, True], ids=["stores", "streamed"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_small_planes_through_transposes_give_the_same_bits_as_baseline(dtype, request):
+def test_small_planes_through_transposes_give_the_same_bits_as_baseline(dtype, streamed,
+                                                                         request):
+    """The transposes give the baseline loops' bits; `streamed`: with whole planes staged
+    and streamed as one run, as outputs larger than the cache are."""
+    if streamed:
+        request.getfixturevalue("stream_everything")
     for x_shape, *_ in TSTORE_AVG:
         gi = np.zeros(x_shape, np.float32)
         assert _plan.gather_views6(gi[..., :1, :1], gi, 2)[2], x_shape
