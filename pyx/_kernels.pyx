@@ -701,6 +701,8 @@ cdef struct Gather:
     const int64_t* pm
     Py_ssize_t max_terms    # most E rows that one grad_input row sums
     int tstore              # lanes are whole planes (small NCHW planes): store plane by plane
+    int tstage              # tstore, in an output larger than the cache: items of whole
+                            # planes staged and streamed
     int fill                # one grad_output value per D row (global pooling): fill planes
     int fill_fast           # fill, with _fill_rows's arithmetic (no rounding steps, one tap
                             # at column 0, no polyphase) into rows that are one run each
@@ -1190,11 +1192,11 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
             if acc_t is float:
                 if store_t is not double:
                     # rows that follow each other in every plane: eight planes by eight
-                    # values through a transpose; whole planes that follow each other in
-                    # an output larger than the cache go through the stage P first and out
+                    # values through a transpose; whole planes that follow each other in an
+                    # output larger than the cache (tstage) go through the stage P and out
                     # as one streamed run (no read of the lines they replace)
                     if g.xs[4] == 1 and g.xs[3] == W:
-                        if (g.stream and h0 == 0 and h1 == g.H and g.xs[5] == g.H * W
+                        if (g.tstage and h0 == 0 and h1 == g.H and g.xs[5] == g.H * W
                                 and pg_tstore(P, g.H * W, S, g.H * W, L, g.kind)):
                             if store_t is float:
                                 pg_stream_f32(xbase + idd * g.xs[2], <const float*>P,
@@ -1292,6 +1294,7 @@ cdef class AvgGatherKernel(PlannedKernel):
         g.kind, g.rnd, g.scale_w, g.stream = kind, rnd, scale_w, stream
         g.max_terms = max(max_terms, 3)   # pg_item_cover sets three row pointers at once
         g.tstore = tstore
+        g.tstage = tstore and big
         g.fill = fill and g.L == 1 and g.Wo == 1 and not tstore
         g.rows_cap = rows
         g.m = 0 if taps is None else taps.shape[0] // gi6.shape[4]
