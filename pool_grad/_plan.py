@@ -395,13 +395,13 @@ def views6(arrays, n_spatial, out_index):
 TSTORE_W = 12
 TSTORE_ELEMS = 1 << 17
 # ... and for float32 and 16-bit with at least 8 planes, whose rows go in and out eight
-# planes by eight values through transposes (pg_tpose.h), these widths, by element size and whether the windows
-# are disjoint (disjoint_windows).  On the 2-vCPU EPYC (64 planes of 12..32 square, 16 MB
-# float32 outputs, 1 and 2 threads) the lanes took, against the folded planes' time:
-# float32 k3s2p1 0.48-0.79x up to W = 16, 0.85-1.11x at 24-32, k3s1p1 0.70-0.94x up to 16,
-# 1.0-1.22x past it; 16-bit k3s2p1 and k3s1p1 0.24-0.80x up to W = 32; disjoint windows
-# (k2s2), whose folded planes copy each value without sums, 0.35-0.42x for 16-bit below
-# W = 16 and 1.2-2.4x from it, and float32 1.2-1.4x from W = 12
+# planes by eight values through transposes (pg_tpose.h), these widths, by element size
+# and whether the windows are disjoint (disjoint_windows).  On the 2-vCPU EPYC (64 planes
+# of 12..32 square, 16 MB float32 outputs, 1 and 2 threads) the lanes took, against the
+# folded planes' time: float32 k3s2p1 0.48-0.79x up to W = 16, 0.85-1.11x at 24-32,
+# k3s1p1 0.70-0.94x up to 16, 1.0-1.22x past it; 16-bit k3s2p1 and k3s1p1 0.24-0.80x up
+# to W = 32; disjoint windows (k2s2), whose folded planes copy each value without sums,
+# 0.35-0.42x for 16-bit below W = 16 and 1.2-2.4x from it, float32 1.2-1.4x from W = 12
 TSTORE_W_FAST = {(4, True): 12, (4, False): 17, (2, True): 16, (2, False): 33}
 
 
