@@ -501,7 +501,9 @@ def gather_views6(go, gi, n_spatial, fill=False, disjoint=False):
     lb = tstore_lanes(c) if w < width else c
     if w < width and h * w * lb <= TSTORE_ELEMS and not fill:
         return lane_blocks(lanes(go6), lb), lane_blocks(lanes(gi6), lb), True, False
-    if h * w <= FOLD_PLANE_ELEMS:
+    # planes fold only where grad_output has one D row too (an adaptive D axis of 1 -> 2
+    # has windows to sum over)
+    if h * w <= FOLD_PLANE_ELEMS and go6.shape[2] == 1:
         return fold_planes(go6), fold_planes(gi6), False, True
     return go6, gi6, False, False
 

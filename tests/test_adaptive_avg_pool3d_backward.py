@@ -174,6 +174,20 @@ def test_worked_example_from_seed_page():
     np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=_dt_id)
+@pytest.mark.parametrize("x_shape,osize", [((2, 3, 1, 1, 2), (2, 1, 1)),
+                                           ((1, 2, 1, 1, 16), (2, 1, 1)),
+                                           ((2, 3, 1, 3, 13), (3, 1, 1)),
+                                           ((1, 9, 1, 3, 40), (2, 3, 7)),
+                                           ((2, 1, 6, 7), (4, 3, 3))])
+def test_one_input_plane_to_several_output_planes(x_shape, osize, dtype):
+    """D = 1 taken to D_out > 1: every grad_output plane adds to the one input plane (the
+    small-plane paths once summed the first only)."""
+    rng = np.random.default_rng(12)
+    g = make_array(_go_shape(x_shape, osize), dtype, rng, "c")
+    _assert_close(pool_grad.adaptive_avg_pool3d_backward(g, x_shape), _ref(g, x_shape), dtype)
+
+
 def test_identity_when_output_size_equals_input_size():
     rng = np.random.default_rng(4)
     g = rng.standard_normal((2, 3, 3, 4, 5))
