@@ -67,8 +67,9 @@ def _check_plan_size(in_sizes, out_sizes, go, gi_bytes):
 def _gather_kernel(go, gi, n_spatial, spec, rnd):
     """Plan the separable average-pool gradient of one call (geometry from the cache)."""
     fill = _plan.constant_planes(spec)
+    flat = _plan.flat_plane_ok(spec)
     go6, gi6, tstore, folded = _plan.gather_views6(go, gi, n_spatial, fill,
-                                                   _plan.disjoint_windows(spec))
+                                                   _plan.disjoint_windows(spec), flat)
     acc = np.dtype(_acc_dtype(go.dtype))
     geometry = None
     lanes = gi6.shape[5]
@@ -78,6 +79,14 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
         if fgo6 is not None and fgi6 is not None:
             geometry = _plan.gather_geometry(spec, fgi6.shape, acc, _threads.CPU_COUNT,
                                              False, lanes)
+            if geometry is not None:
+                go6, gi6 = fgo6, fgi6
+    if (folded and flat and not fill
+            and gi6.shape[4] < _plan.FLAT_PLANE_W.get(gi6.itemsize, 0)):
+        # small planes of disjoint windows: each plane one row of H * W values
+        fgo6, fgi6 = _plan.flat_planes(go6), _plan.flat_planes(gi6)
+        if fgo6 is not None and fgi6 is not None:
+            geometry = _plan.plane_geometry(spec, fgi6.shape, acc, _threads.CPU_COUNT)
             if geometry is not None:
                 go6, gi6 = fgo6, fgi6
     if geometry is None:

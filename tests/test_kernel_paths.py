@@ -683,6 +683,66 @@ def test_small_planes_through_transposes_give_the_same_bits_as_baseline(dtype, s
     _same_bits_after(request, "baseline_simd", runs)
 
 
+# small planes of disjoint windows as one row each (_plan.flat_planes, plane_geometry):
+# kernel = stride 2 and 3, padding whose windows still tile every row, W weights
+# (count_include_pad=False), a negative divisor (the sentinel slots' -0.0), widths below
+# and past a spread block, a 3-D call with D = 1, and planes that keep their rows: an H row
+# no window covers (9 rows, k2s2) and H weights that differ (ceil_mode's short last window)
+PLANE_ROW_AVG = [  # (x shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
+    ((2, 3, 14, 14), 2, 2, 0, False, True, 0),
+    ((3, 5, 8, 6), 2, 2, 0, False, True, 0),
+    ((2, 4, 12, 15), 3, 3, 0, False, True, 0),
+    ((2, 3, 10, 10), 3, 3, 1, False, True, 0),
+    ((2, 3, 9, 10), 3, 3, (0, 1), False, False, 0),    # W weights only
+    ((1, 6, 16, 16), 2, 2, 0, False, True, -3),
+    ((4, 14, 30), 2, 2, 0, False, True, 0),
+    ((2, 3, 9, 8), 2, 2, 0, False, True, 0),
+    ((2, 3, 9, 9), 2, 2, 0, True, False, 0),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+@pytest.mark.parametrize("simd", ["default", "baseline_simd"])
+def test_small_planes_as_one_row_give_the_reference_and_the_rows_bits(dtype, simd, request,
+                                                                     monkeypatch):
+    if simd != "default":
+        request.getfixturevalue(simd)
+    rng = np.random.default_rng(31)
+    calls = []
+    for x_shape, k, s, p, ceil, cip, div in PLANE_ROW_AVG:
+        y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, s, p, ceil_mode=ceil,
+                          count_include_pad=cip, divisor_override=div)
+        go = _special(y.shape, dtype, rng)
+        with np.errstate(invalid="ignore"):
+            want = ref_avg_pool2d_backward(go, x_shape, k, s, p, ceil, cip, div)
+        calls.append((go, x_shape, want, lambda go, x, out, a=(k, s, p, ceil, cip, div):
+                      pg.AvgPool2dBackward(go, x, a[0], a[1], a[2], a[3], a[4], a[5], 0, out)))
+    go3 = _special((2, 5, 1, 7, 5), dtype, rng)
+    with np.errstate(invalid="ignore"):
+        want3 = ref_adaptive_avg_pool3d_backward(go3, (2, 5, 1, 14, 15))
+    calls.append((go3, (2, 5, 1, 14, 15), want3,
+                  lambda go, x, out: pg.AdaptiveAvgPool3dBackward(go, x, out)))
+
+    def runs():
+        outs = []
+        for go, x_shape, want, make in calls:
+            out = empty_out(x_shape, dtype, "c")
+            make(go, x_shape, out).execute(n_threads=2)
+            with np.errstate(invalid="ignore"):
+                np.testing.assert_allclose(out.astype(np.float64), want, *tolerance(dtype))
+            outs.append(_bits(out))
+        return outs
+
+    seen = []
+    real = _plan.flat_plane_ok
+    monkeypatch.setattr(_plan, "flat_plane_ok", lambda spec: seen.append(real(spec)) or seen[-1])
+    one_row = runs()
+    assert seen == [True] * 7 + [False, False, True]   # which planes ran as one row
+    monkeypatch.setattr(_plan, "FLAT_PLANE_W", {})
+    for a, b in zip(one_row, runs(), strict=True):
+        assert np.array_equal(a, b)
+
+
 # channels-last float32 and 16-bit with whole vectors of lanes (C a multiple of 8): each
 # grad_input row formed in registers from the grad_output rows, no E rows (_lanes_rows,
 # pg_stream.h's pg_lanes_row); one and two taps per column and up to six covering rows,
@@ -868,6 +928,7 @@ def test_k2s2_pairs_streamed_give_the_same_bits(dtype, monkeypatch):
     and into one that starts an element past a 16-byte boundary (ordinary stores there,
     the plan unchanged); 3-D adaptive 2:1 along H and W too, streamed only where no D
     window covers two planes (those planes are copied from the first)."""
+    monkeypatch.setattr(_plan, "FLAT_PLANE_W", {})   # the planes' own rows, not one row
     rng = np.random.default_rng(27)
     calls = []
     for x_shape in DUP2_AVG:
