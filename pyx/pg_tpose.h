@@ -77,6 +77,25 @@ static inline void pg_tstore8(char *dst, ptrdiff_t p, __m256 v, int kind)
     _mm_storeu_si128((__m128i *)((uint16_t *)dst + p), o);
 }
 
+/* the 8 transposed vectors to 8 planes (step bytes apart), from position p on; bfloat16
+ * rounds them two at a time (one NaN test for both, pg_bf16_round16_avx2) */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_tstore8x8(char *d, ptrdiff_t step, ptrdiff_t p, const __m256 r[8],
+                                int kind)
+{
+    if (kind != 3) {
+        for (int i = 0; i < 8; i++) pg_tstore8(d + i * step, p, r[i], kind);
+        return;
+    }
+    for (int i = 0; i < 8; i += 2) {
+        const __m256i q = pg_bf16_round16_avx2(r[i], r[i + 1]);
+        _mm_storeu_si128((__m128i *)((uint16_t *)(d + i * step) + p),
+                         _mm256_castsi256_si128(q));
+        _mm_storeu_si128((__m128i *)((uint16_t *)(d + (i + 1) * step) + p),
+                         _mm256_extracti128_si256(q, 1));
+    }
+}
+
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_tload_body(float *PG_RESTRICT dst, const char *src, ptrdiff_t ps,
                                  ptrdiff_t n, ptrdiff_t L, const float *ww, ptrdiff_t rowlen,
@@ -126,7 +145,7 @@ static inline void pg_tstore_body(char *dst, ptrdiff_t ps, const float *PG_RESTR
             __m256 r[8];
             for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(src + (p + j) * L + l0);
             pg_tr8x8(r);
-            for (int i = 0; i < 8; i++) pg_tstore8(d + i * ps * es, p, r[i], kind);
+            pg_tstore8x8(d, ps * es, p, r, kind);
             if (p + 8 == n) break;
         }
         if (l0 + 8 == L) break;
