@@ -104,6 +104,11 @@ static inline void pg_tload_body(float *PG_RESTRICT dst, const char *src, ptrdif
     const ptrdiff_t es = kind ? 2 : 4;
     char pad[8][32];   /* fewer than 8 positions: each lane's values in a block of 8 */
     if (n < 8) memset(pad, 0, sizeof pad);
+    /* every line of every lane asked for at once: the loads below take eight lanes a step
+     * across the item's planes, an order the hardware prefetcher does not follow */
+    for (ptrdiff_t l = 0; l < L; l++)
+        for (ptrdiff_t o = 0; o < n * es; o += 64)
+            _mm_prefetch(src + l * ps * es + o, _MM_HINT_T0);
     for (ptrdiff_t l0 = 0;; l0 += 8) {
         if (l0 + 8 > L) l0 = L - 8;   /* the last block overlaps: the same values again */
         const char *s = src + l0 * ps * es;
