@@ -24,6 +24,7 @@
 
 #include "pg_cpu.h"
 #include "pg_half.h"
+#include "pg_stream.h"
 
 #if PG_X86_DISPATCH
 /* r[j] <- column j of the 8x8 matrix whose row i is r[i] */
@@ -45,18 +46,6 @@ static inline void pg_tr8x8(__m256 r[8])
         r[i] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x20);
         r[i + 4] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x31);
     }
-}
-
-/* eight values of one lane from p on, widened to float32 */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m256 pg_tload8(const char *src, ptrdiff_t p, int kind)
-{
-    if (kind == 0)
-        return _mm256_loadu_ps((const float *)src + p);
-    const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)src + p));
-    if (kind == 2)
-        return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
 /* eight float32 values of one lane stored from p on, rounded to the element's format */
@@ -102,6 +91,7 @@ static inline void pg_tload_body(float *PG_RESTRICT dst, const char *src, ptrdif
                                  ptrdiff_t pitch, int kind)
 {
     const ptrdiff_t es = kind ? 2 : 4;
+    const int lk = kind == 0 ? 0 : (kind == 2 ? 1 : 2);   /* pg_lanes_get8's numbers */
     char pad[8][32];   /* fewer than 8 positions: each lane's values in a block of 8 */
     if (n < 8) memset(pad, 0, sizeof pad);
     /* every line of every lane asked for at once: the loads below take eight lanes a step
@@ -117,10 +107,10 @@ static inline void pg_tload_body(float *PG_RESTRICT dst, const char *src, ptrdif
             __m256 r[8];
             for (int i = 0; i < 8; i++) {
                 if (n >= 8) {
-                    r[i] = pg_tload8(s + i * ps * es, p, kind);
+                    r[i] = pg_lanes_get8(s + (i * ps + p) * es, lk);
                 } else {
                     memcpy(pad[i], s + i * ps * es, (size_t)(n * es));
-                    r[i] = pg_tload8(pad[i], 0, kind);
+                    r[i] = pg_lanes_get8(pad[i], lk);
                 }
             }
             pg_tr8x8(r);
