@@ -683,6 +683,51 @@ def test_small_planes_through_transposes_give_the_same_bits_as_baseline(dtype, s
     _same_bits_after(request, "baseline_simd", runs)
 
 
+# channels-last grad_output into an NCHW grad_input (what a one-shot call returns) as
+# plane lanes (_plan.MIXED_LANES): the reference's values and the bits of the plane rows
+# that read grad_output strided; C = 8, 13, 72 (blocks of 36) and 128 (of 64), planes
+# split into blocks of rows (few items), W weights, 16-bit rounding
+MIXED_AVG = [  # (x shape, kernel, stride, padding, count_include_pad)
+    ((2, 8, 21, 37), 3, 2, 1, False),
+    ((1, 13, 16, 16), 2, 2, 0, True),
+    ((1, 72, 30, 9), 3, 1, 1, True),
+    ((1, 128, 40, 24), 3, 2, 1, True),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_channels_last_into_nchw_as_plane_lanes_gives_the_rows_bits(dtype, monkeypatch):
+    rng = np.random.default_rng(33)
+    calls = []
+    for x_shape, k, s, p, cip in MIXED_AVG:
+        y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, s, p, count_include_pad=cip)
+        go = as_layout(_special(y.shape, dtype, rng), "channels_last")
+        with np.errstate(invalid="ignore"):
+            want = ref_avg_pool2d_backward(go, x_shape, k, s, p, False, cip, 0)
+        calls.append((go, x_shape, k, s, p, cip, want))
+
+    def runs():
+        outs = []
+        for go, x_shape, k, s, p, cip, want in calls:
+            for nt in (1, 2):
+                out = pg.avg_pool2d_backward(go, x_shape, k, s, p, count_include_pad=cip,
+                                             n_threads=nt)
+                with np.errstate(invalid="ignore"):
+                    np.testing.assert_allclose(out.astype(np.float64), want, *tolerance(dtype))
+                outs.append(_bits(out))
+        return outs
+
+    if dtype != np.float64:   # as plane lanes
+        assert all(_plan.gather_views6(go, np.empty(x_shape, dtype), 2)[2]
+                   for go, x_shape, *_ in calls)
+    monkeypatch.setattr(functions, "_cache", {})
+    lanes = runs()
+    monkeypatch.setattr(_plan, "MIXED_LANES", False)
+    monkeypatch.setattr(functions, "_cache", {})
+    for a, b in zip(lanes, runs(), strict=True):
+        assert np.array_equal(a, b)
+
+
 # small planes of disjoint windows as one row each (_plan.flat_planes, plane_geometry):
 # kernel = stride 2 and 3, padding whose windows still tile every row, W weights
 # (count_include_pad=False), a negative divisor (the sentinel slots' -0.0), widths below
