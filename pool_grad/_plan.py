@@ -507,14 +507,13 @@ def gather_views6(go, gi, n_spatial, fill=False, disjoint=False, flat=False):
     if use_lanes or d != 1 or c <= 1:
         return go6, gi6, False, False
     width = TSTORE_W_FAST.get((gi.itemsize, bool(disjoint)), TSTORE_W) if c >= 8 else TSTORE_W
-    lb = tstore_lanes(c) if w < width else c
+    lb = tstore_lanes(c)
     # planes fold only where grad_output has one D row too (an adaptive D axis of 1 -> 2
     # has windows to sum over)
     fold = h * w <= FOLD_PLANE_ELEMS and go6.shape[2] == 1
     flat_rows = flat and w < FLAT_PLANE_W.get(gi.itemsize, 0) and fold
     if w < width and h * w * lb <= TSTORE_ELEMS and not fill and not flat_rows:
         return lane_blocks(lanes(go6), lb), lane_blocks(lanes(gi6), lb), True, False
-    lb = tstore_lanes(c)
     if (MIXED_LANES and channels_last(go6) and c >= 8 and gi.itemsize in (2, 4) and not fill
             and h * w * lb <= MIXED_LANES_ELEMS
             and gi6.strides[4] == gi.itemsize and gi6.strides[3] == w * gi.itemsize):
