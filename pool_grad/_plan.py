@@ -475,6 +475,16 @@ MIXED_LANES = True
 MIXED_LANES_ELEMS = 1 << 20
 
 
+def mixed_lanes(go6, gi6, ind6=None):
+    """Whether channels-last grad_output (and indices) into an NCHW grad_input of rows
+    that follow each other should run with C as lanes, stored through transposes."""
+    c, h, w = gi6.shape[1], gi6.shape[3], gi6.shape[4]
+    es = gi6.itemsize
+    return (MIXED_LANES and c >= 8 and es in (2, 4) and channels_last(go6)
+            and (ind6 is None or channels_last(ind6)) and not channels_last(gi6)
+            and gi6.strides[4] == es and (gi6.strides[3] == w * es or h == 1))
+
+
 @functools.lru_cache(maxsize=256)
 def disjoint_windows(spec):
     """Whether every input index lies in at most one window along H and along W (kernel <=
@@ -514,9 +524,7 @@ def gather_views6(go, gi, n_spatial, fill=False, disjoint=False, flat=False):
     flat_rows = flat and w < FLAT_PLANE_W.get(gi.itemsize, 0) and fold
     if w < width and h * w * lb <= TSTORE_ELEMS and not fill and not flat_rows:
         return lane_blocks(lanes(go6), lb), lane_blocks(lanes(gi6), lb), True, False
-    if (MIXED_LANES and channels_last(go6) and c >= 8 and gi.itemsize in (2, 4) and not fill
-            and h * w * lb <= MIXED_LANES_ELEMS
-            and gi6.strides[4] == gi.itemsize and gi6.strides[3] == w * gi.itemsize):
+    if mixed_lanes(go6, gi6) and not fill and h * w * lb <= MIXED_LANES_ELEMS:
         # channels-last grad_output into NCHW rows (a one-shot call's result): the lanes
         # read grad_output where it lies, and the rows go out to the planes transposed
         return lane_blocks(lanes(go6), lb), lane_blocks(lanes(gi6), lb), True, False

@@ -1653,6 +1653,13 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
                                g.stream and W * L * <Py_ssize_t>sizeof(store_t) >= 256,
                                NULL, 0)
             return
+    if acc_t is float:
+        if (not dense and fk >= 0 and g.xs[4] == 1 and g.xs[3] == W
+                and pg_tstore(xb + h0 * W, g.xs[5], buf, (h1 - h0) * W, L, kind)):
+            # lanes that are planes (channels-last grad_output and indices into an NCHW
+            # grad_input): eight planes by eight values through a transpose
+            memset(buf, 0, nblk * sizeof(acc_t))
+            return
     if whole:
         # whole lines streamed, whatever the rows' length and alignment (16-bit rows
         # rounded into the staging area first)

@@ -728,6 +728,55 @@ def test_channels_last_into_nchw_as_plane_lanes_gives_the_rows_bits(dtype, monke
         assert np.array_equal(a, b)
 
 
+@pytest.mark.parametrize("idx_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_max_pool_channels_last_into_nchw_as_lanes_gives_the_rows_bits(dtype, idx_dtype,
+                                                                       monkeypatch):
+    """Channels-last grad_output and indices into an NCHW grad_input, C as lanes stored
+    through transposes (_plan.mixed_lanes): the reference's values and the bits of the
+    plane rows, repeated indices summed in the same order, C = 8, 13 and 64, blocks of
+    rows, 1 and 2 threads; a bad index still raises and leaves grad_input as it was."""
+    rng = np.random.default_rng(35)
+    calls = []
+    for x_shape, o in [((2, 8, 12, 10), (6, 5)), ((1, 13, 9, 16), (9, 8)),
+                       ((1, 64, 40, 12), (20, 6))]:
+        g = make_array(x_shape[:2] + o, dtype, rng)
+        idx = rng.integers(0, x_shape[2] * x_shape[3], g.shape).astype(idx_dtype)
+        idx[..., 1, :] = idx[..., 0, :]   # repeated indices
+        go, ind = as_layout(g, "channels_last"), as_layout(idx, "channels_last")
+        with np.errstate(invalid="ignore"):
+            want = ref_adaptive_max_pool2d_backward(go, x_shape, ind)
+        calls.append((go, ind, x_shape, want))
+        if dtype != np.float64:
+            v = _plan.views6([go, ind, np.empty(x_shape, dtype)], 2, out_index=2)[0]
+            assert _plan.mixed_lanes(v[0], v[2], v[1])
+
+    def runs():
+        outs = []
+        for go, ind, x_shape, want in calls:
+            for nt in (1, 2):
+                out = empty_out(x_shape, dtype, "c")
+                pg.adaptive_max_pool2d_backward(go, x_shape, ind, out=out, n_threads=nt)
+                with np.errstate(invalid="ignore"):
+                    np.testing.assert_allclose(out.astype(np.float64), want, *tolerance(dtype))
+                outs.append(_bits(out))
+        go, ind, x_shape, _ = calls[-1]
+        bad = ind.copy()
+        bad[0, 5, 3, 2] = x_shape[2] * x_shape[3]
+        out = empty_out(x_shape, dtype, "c")
+        with pytest.raises(pg.ParamInvalidError):
+            pg.adaptive_max_pool2d_backward(go, x_shape, bad, out=out, n_threads=2)
+        assert np.all(out == 7)
+        return outs
+
+    monkeypatch.setattr(functions, "_cache", {})
+    lanes = runs()
+    monkeypatch.setattr(_plan, "MIXED_LANES", False)
+    monkeypatch.setattr(functions, "_cache", {})
+    for a, b in zip(lanes, runs(), strict=True):
+        assert np.array_equal(a, b)
+
+
 # small planes of disjoint windows as one row each (_plan.flat_planes, plane_geometry):
 # kernel = stride 2 and 3, padding whose windows still tile every row, W weights
 # (count_include_pad=False), a negative divisor (the sentinel slots' -0.0), widths below
