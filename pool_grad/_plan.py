@@ -727,36 +727,38 @@ def flat_plane_ok(spec):
 
 
 def flat_planes(arr6):
-    """(N, 1, C, 1, H * W, 1) view of a folded (N, 1, C, H, W, 1) view whose rows follow
-    each other (H stride W, W stride 1 element), or None."""
-    n, one, c, h, w, _ = arr6.shape
+    """(N, C, D, 1, H * W, 1) view of a (N, C, D, H, W, 1) view (folded planes: C = 1)
+    whose rows follow each other (H stride W, W stride 1 element), or None."""
+    n, c, d, h, w, _ = arr6.shape
     st = arr6.strides
     es = arr6.itemsize
     if st[4] != es or (st[3] != w * es and h > 1):
         return None
-    return np.lib.stride_tricks.as_strided(arr6, (n, one, c, 1, h * w, 1),
+    return np.lib.stride_tricks.as_strided(arr6, (n, c, d, 1, h * w, 1),
                                            st[:3] + (h * w * es, es, es),
                                            writeable=arr6.flags.writeable)
 
 
 @functools.lru_cache(maxsize=256)
-def plane_geometry(spec, shape6, acc, n_cpu):
-    """gather_geometry of a flat_planes view: each folded plane one row of H * W columns
+def plane_geometry(spec, shape6, acc, n_cpu, folded=True):
+    """gather_geometry of a flat_planes view: each plane (folded into D, or of a real D
+    axis whose windows stay as they are) one row of H * W columns
     whose tap is output value hlo[h] * Wo + tap[w] (the sentinel slots move to Ho * Wo and
     Ho * Wo + 1), under one H window whose weight is the planes' one H weight; W weights
     repeated for each output row.  The same products as the planes' rows (one tap a value:
     disjoint windows).  None where that does not hold: an H row no window covers (stored
     +0.0, which the sentinel slot gives only for a positive weight), H weights that differ,
     more than one tap a column."""
-    n, one, c, _, hw, _ = shape6
+    n, c, d, _, hw, _ = shape6
     h = spec[1][-2]
     w = hw // h
     tables, tp, runs, poly, wts, bd, bh, rows, terms, scale_w = gather_geometry(
-        spec, (n, one, c, h, w, 1), acc, n_cpu, True)
+        spec, (n, c, d, h, w, 1), acc, n_cpu, folded)
     hlo, hhi = tables[2], tables[3]
     n_wo = len(wts[2])
     n_ho = len(wts[1])
-    if (tp is None or tp.shape[0] != w or terms != 1 or np.any(hhi - hlo != 1)
+    dterms = int(np.max(tables[1] - tables[0])) if d else 0
+    if (tp is None or tp.shape[0] != w or terms != dterms or np.any(hhi - hlo != 1)
             or np.any(wts[1] != wts[1][0])):
         return None
     n_out = n_ho * n_wo
@@ -769,7 +771,7 @@ def plane_geometry(spec, shape6, acc, n_cpu):
     fwts = (wts[0], np.ascontiguousarray(wts[1][:1]),
             np.ascontiguousarray(np.tile(wts[2], n_ho)))
     fruns = item_runs(ftp, hw, one_row, n_out)
-    bd, bh, frows = gather_blocks(tables[:2], one_row, c, 1, hw, n * one, n_cpu, True)
+    bd, bh, frows = gather_blocks(tables[:2], one_row, d, 1, hw, n * c, n_cpu, folded)
     for arr in ftables[2:] + fwts[1:] + (ftp,) + fruns[:2]:
         if arr is not None:
             arr.flags.writeable = False

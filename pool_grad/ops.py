@@ -81,12 +81,15 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
                                              False, lanes)
             if geometry is not None:
                 go6, gi6 = fgo6, fgi6
-    if (folded and flat and not fill
+    if (flat and not fill and not tstore and geometry is None and gi6.shape[5] == 1
+            and (folded or gi6.shape[3] * gi6.shape[4] <= _plan.FOLD_PLANE_ELEMS)
             and gi6.shape[4] < _plan.FLAT_PLANE_W.get(gi6.itemsize, 0)):
-        # small planes of disjoint windows: each plane one row of H * W values
+        # small planes of disjoint H and W windows (folded, or along a D axis that keeps
+        # its windows): each plane one row of H * W values
         fgo6, fgi6 = _plan.flat_planes(go6), _plan.flat_planes(gi6)
         if fgo6 is not None and fgi6 is not None:
-            geometry = _plan.plane_geometry(spec, fgi6.shape, acc, _threads.CPU_COUNT)
+            geometry = _plan.plane_geometry(spec, fgi6.shape, acc, _threads.CPU_COUNT,
+                                            folded)
             if geometry is not None:
                 go6, gi6 = fgo6, fgi6
     if geometry is None:

@@ -811,11 +811,15 @@ def test_small_planes_as_one_row_give_the_reference_and_the_rows_bits(dtype, sim
             want = ref_avg_pool2d_backward(go, x_shape, k, s, p, ceil, cip, div)
         calls.append((go, x_shape, want, lambda go, x, out, a=(k, s, p, ceil, cip, div):
                       pg.AvgPool2dBackward(go, x, a[0], a[1], a[2], a[3], a[4], a[5], 0, out)))
-    go3 = _special((2, 5, 1, 7, 5), dtype, rng)
-    with np.errstate(invalid="ignore"):
-        want3 = ref_adaptive_avg_pool3d_backward(go3, (2, 5, 1, 14, 15))
-    calls.append((go3, (2, 5, 1, 14, 15), want3,
-                  lambda go, x, out: pg.AdaptiveAvgPool3dBackward(go, x, out)))
+    # 3-D: D = 1, and planes along a D axis that keeps its windows (2:1, overlapping
+    # 5 -> 3, and one input plane to two output planes)
+    for x_shape, o in [((2, 5, 1, 14, 15), (1, 7, 5)), ((2, 5, 6, 14, 15), (3, 7, 5)),
+                       ((1, 3, 5, 8, 8), (3, 4, 4)), ((2, 4, 1, 6, 6), (2, 3, 3))]:
+        go3 = _special(x_shape[:2] + o, dtype, rng)
+        with np.errstate(invalid="ignore"):
+            want3 = ref_adaptive_avg_pool3d_backward(go3, x_shape)
+        calls.append((go3, x_shape, want3,
+                      lambda go, x, out: pg.AdaptiveAvgPool3dBackward(go, x, out)))
 
     def runs():
         outs = []
@@ -831,7 +835,7 @@ def test_small_planes_as_one_row_give_the_reference_and_the_rows_bits(dtype, sim
     real = _plan.flat_plane_ok
     monkeypatch.setattr(_plan, "flat_plane_ok", lambda spec: seen.append(real(spec)) or seen[-1])
     one_row = runs()
-    assert seen == [True] * 7 + [False, False, True]   # which planes ran as one row
+    assert seen == [True] * 7 + [False, False] + [True] * 4   # which ran as one row
     monkeypatch.setattr(_plan, "FLAT_PLANE_W", {})
     for a, b in zip(one_row, runs(), strict=True):
         assert np.array_equal(a, b)
