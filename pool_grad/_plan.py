@@ -473,6 +473,8 @@ def lane_blocks(arr6, lb):
 # plane rows reading grad_output strided (bfloat16 k2s2 1.0x on 2 threads, 0.80x on 1)
 MIXED_LANES = True
 MIXED_LANES_ELEMS = 1 << 20
+# small planes along a real D axis (3-D NCDHW) run as plane lanes too
+TSTORE_D = True
 
 
 def mixed_lanes(go6, gi6, ind6=None):
@@ -514,14 +516,15 @@ def gather_views6(go, gi, n_spatial, fill=False, disjoint=False, flat=False):
     """
     (go6, gi6), use_lanes = views6([go, gi], n_spatial, out_index=1)
     n, c, d, h, w, _ = gi6.shape
-    if use_lanes or d != 1 or c <= 1:
+    if use_lanes or c <= 1 or (d != 1 and not TSTORE_D):
         return go6, gi6, False, False
     width = TSTORE_W_FAST.get((gi.itemsize, bool(disjoint)), TSTORE_W) if c >= 8 else TSTORE_W
     lb = tstore_lanes(c)
     # planes fold only where grad_output has one D row too (an adaptive D axis of 1 -> 2
     # has windows to sum over)
-    fold = h * w <= FOLD_PLANE_ELEMS and go6.shape[2] == 1
-    flat_rows = flat and w < FLAT_PLANE_W.get(gi.itemsize, 0) and fold
+    small = h * w <= FOLD_PLANE_ELEMS
+    fold = small and go6.shape[2] == 1 and d == 1
+    flat_rows = flat and w < FLAT_PLANE_W.get(gi.itemsize, 0) and small
     if w < width and h * w * lb <= TSTORE_ELEMS and not fill and not flat_rows:
         return lane_blocks(lanes(go6), lb), lane_blocks(lanes(gi6), lb), True, False
     if mixed_lanes(go6, gi6) and not fill and h * w * lb <= MIXED_LANES_ELEMS:

@@ -1084,12 +1084,18 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
     tpre = False
     if acc_t is float:
         if store_t is not double:
-            if (g.tstore and od1 - od0 == 1 and noh > 0 and g.gs[4] == 1 and g.gs[3] == Wo
+            if (g.tstore and od1 > od0 and noh > 0 and g.gs[4] == 1 and g.gs[3] == Wo
                     and g.rnd == R_NONE):
-                tpre = pg_tload(T, gbase + od0 * g.gs[2] + oh0 * g.gs[3], g.gs[5], noh * Wo,
-                                L, ww if g.scale_w else NULL, Wo, Wo + 2, g.kind) != 0
+                # each D row's grad_output rows at once (rows of one D row follow each
+                # other in a plane), after the rows of the D rows before it
+                for od in range(od0, od1):
+                    tpre = pg_tload(T + (od - od0) * noh * (Wo + 2) * L,
+                                    gbase + od * g.gs[2] + oh0 * g.gs[3], g.gs[5], noh * Wo,
+                                    L, ww if g.scale_w else NULL, Wo, Wo + 2, g.kind) != 0
+                    if not tpre:
+                        break
                 if tpre:
-                    for oh in range(noh):
+                    for oh in range((od1 - od0) * noh):
                         for l in range(L):
                             T[(oh * (Wo + 2) + Wo) * L + l] = 0
                             T[(oh * (Wo + 2) + Wo + 1) * L + l] = -0.0
@@ -1100,7 +1106,8 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
             erow = E + ((od - od0) * noh + (oh - oh0)) * rl
             if tpre:
                 # the row, its sentinel slots set, where pg_tload put it
-                _expand(T + (oh - oh0) * (Wo + 2) * L, erow, g, acc, wd[od] * wh[oh])
+                _expand(T + ((od - od0) * noh + oh - oh0) * (Wo + 2) * L, erow, g, acc,
+                        wd[od] * wh[oh])
                 continue
             fused = False
             if store_t is float:

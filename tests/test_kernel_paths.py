@@ -674,10 +674,19 @@ def test_small_planes_through_transposes_give_the_same_bits_as_baseline(dtype, s
                 pg.avg_pool2d_backward(as_layout(go, layout), x_shape, k, s, p,
                                        count_include_pad=cip, out=out, n_threads=1)
                 outs.append(_bits(out))
-        go3 = _special((3, 16, 1, 3, 4), dtype, rng)
-        out = empty_out((3, 16, 1, 10, 11), dtype, "c")
-        pg.adaptive_avg_pool3d_backward(go3, (3, 16, 1, 10, 11), out=out, n_threads=2)
-        outs.append(_bits(out))
+        # 3-D: D = 1, and D rows with windows of their own (overlapping, 2:1, 1 -> 2)
+        for x_shape, o in [((3, 16, 1, 10, 11), (1, 3, 4)), ((2, 16, 4, 10, 11), (3, 4, 4)),
+                           ((1, 24, 6, 7, 9), (3, 3, 4)), ((2, 8, 1, 9, 9), (2, 4, 4))]:
+            go3 = _special(x_shape[:2] + o, dtype, rng)
+            out = empty_out(x_shape, dtype, "c")
+            pg.adaptive_avg_pool3d_backward(go3, x_shape, out=out, n_threads=2)
+            with np.errstate(invalid="ignore"):
+                np.testing.assert_allclose(out.astype(np.float64),
+                                           ref_adaptive_avg_pool3d_backward(go3, x_shape),
+                                           *tolerance(dtype))
+            gi = np.zeros(x_shape, np.float32)
+            assert _plan.gather_views6(go3.astype(np.float32), gi, 3)[2], x_shape
+            outs.append(_bits(out))
         return outs
 
     _same_bits_after(request, "baseline_simd", runs)
