@@ -692,6 +692,17 @@ def test_small_planes_through_transposes_give_the_same_bits_as_baseline(dtype, s
     _same_bits_after(request, "baseline_simd", runs)
 
 
+def _same_bits_as_plane_rows(monkeypatch, runs):
+    """runs() gives the same bits with channels-last input into NCHW run as lanes
+    (_plan.MIXED_LANES) and as plane rows reading it strided."""
+    monkeypatch.setattr(functions, "_cache", {})
+    lanes = runs()
+    monkeypatch.setattr(_plan, "MIXED_LANES", False)
+    monkeypatch.setattr(functions, "_cache", {})
+    for a, b in zip(lanes, runs(), strict=True):
+        assert np.array_equal(a, b)
+
+
 # channels-last grad_output into an NCHW grad_input (what a one-shot call returns) as
 # plane lanes (_plan.MIXED_LANES): the reference's values and the bits of the plane rows
 # that read grad_output strided; C = 8, 13, 72 (blocks of 36) and 128 (of 64), planes
@@ -729,12 +740,7 @@ def test_channels_last_into_nchw_as_plane_lanes_gives_the_rows_bits(dtype, monke
     if dtype != np.float64:   # as plane lanes
         assert all(_plan.gather_views6(go, np.empty(x_shape, dtype), 2)[2]
                    for go, x_shape, *_ in calls)
-    monkeypatch.setattr(functions, "_cache", {})
-    lanes = runs()
-    monkeypatch.setattr(_plan, "MIXED_LANES", False)
-    monkeypatch.setattr(functions, "_cache", {})
-    for a, b in zip(lanes, runs(), strict=True):
-        assert np.array_equal(a, b)
+    _same_bits_as_plane_rows(monkeypatch, runs)
 
 
 @pytest.mark.parametrize("idx_dtype", [np.int32, np.int64])
@@ -778,12 +784,7 @@ def test_max_pool_channels_last_into_nchw_as_lanes_gives_the_rows_bits(dtype, id
         assert np.all(out == 7)
         return outs
 
-    monkeypatch.setattr(functions, "_cache", {})
-    lanes = runs()
-    monkeypatch.setattr(_plan, "MIXED_LANES", False)
-    monkeypatch.setattr(functions, "_cache", {})
-    for a, b in zip(lanes, runs(), strict=True):
-        assert np.array_equal(a, b)
+    _same_bits_as_plane_rows(monkeypatch, runs)
 
 
 # small planes of disjoint windows as one row each (_plan.flat_planes, plane_geometry):
