@@ -1018,3 +1018,74 @@ def test_unordered_or_byte_containers_rejected(param, value):
     args[param] = value
     with pytest.raises((pg.AclnnError, TypeError)):
         pg.avg_pool2d_backward(go, (1, 1, 12, 12), **args)
+
+
+MANY_LAYOUTS = ["c", "cl", "cl", "f", "neg", "perm", "step"]
+
+
+def _many_layout(arr, layout, rng):
+    """_layout, and "cl": channels-last (C innermost in memory)."""
+    if layout != "cl":
+        return _layout(arr, layout, rng)
+    order = (0,) + tuple(range(2, arr.ndim)) + (1,)
+    return np.ascontiguousarray(arr.transpose(order)).transpose(np.argsort(order))
+
+
+@fuzz_settings(60)
+@given(data=st.data())
+def test_fuzz_many_channels(data):
+    """Valid calls of every operator with 8 to 70 channels and small planes (the plane
+    lanes, the one-row planes and the channels-last-into-NCHW paths start at 8 channels):
+    the reference's values in any layout, the same bits on 1 and 2 threads."""
+    draw = data.draw
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    dtype = draw(st.sampled_from(VALID_DTYPES))
+    n, c = draw(st.integers(1, 2)), draw(st.integers(8, 70))
+    op = draw(st.sampled_from(["avg", "adaptive", "max"]))
+    if op == "avg":
+        h, w = draw(st.integers(2, 18)), draw(st.integers(2, 34))
+        k = (draw(st.integers(1, min(h, 4))), draw(st.integers(1, min(w, 4))))
+        s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+        p = (draw(st.integers(0, k[0] // 2)), draw(st.integers(0, k[1] // 2)))
+        ceil, cip = draw(st.booleans()), draw(st.booleans())
+        div = draw(st.sampled_from([0, 0, 3, -2]))
+        xs = (n, c, h, w)
+        gs = (n, c) + tuple(ref_avg_pool2d_output_size(xs[2 + a], k[a], s[a], p[a], ceil)
+                            for a in range(2))
+        go = _values(gs, dtype, rng)
+        want = ref_avg_pool2d_backward(go, xs, k, s, p, ceil, cip, div)
+
+        def call(g, out, nt):
+            return pg.avg_pool2d_backward(g, xs, k, s, p, ceil_mode=ceil,
+                                          count_include_pad=cip, divisor_override=div,
+                                          out=out, n_threads=nt)
+    elif op == "adaptive":
+        xs = (n, c, draw(st.integers(1, 5)), draw(st.integers(1, 16)), draw(st.integers(1, 34)))
+        gs = (n, c, draw(st.integers(1, 4)), draw(st.integers(1, 7)), draw(st.integers(1, 9)))
+        go = _values(gs, dtype, rng)
+        want = ref_adaptive_avg_pool3d_backward(go, xs)
+
+        def call(g, out, nt):
+            return pg.adaptive_avg_pool3d_backward(g, xs, out=out, n_threads=nt)
+    else:
+        xs = (n, c, draw(st.integers(2, 20)), draw(st.integers(2, 20)))
+        x = rng.standard_normal(xs).astype(np.float32)
+        _, idx = pg.adaptive_max_pool2d(x, (draw(st.integers(1, xs[2])),
+                                            draw(st.integers(1, xs[3]))), return_indices=True)
+        go = _values(idx.shape, dtype, rng)
+        want = ref_adaptive_max_pool2d_backward(go, xs, idx)
+        idx = _many_layout(idx, draw(st.sampled_from(MANY_LAYOUTS)), rng)
+
+        def call(g, out, nt):
+            return pg.adaptive_max_pool2d_backward(g, xs, idx, out=out, n_threads=nt)
+    g = _many_layout(go, draw(st.sampled_from(MANY_LAYOUTS)), rng)
+    out_layout = draw(st.sampled_from(MANY_LAYOUTS + [None]))
+    bits = []
+    for nt in (1, 2):
+        out = (None if out_layout is None
+               else _many_layout(np.full(xs, 7, dtype), out_layout, rng))
+        got = call(g, out, nt)
+        with np.errstate(invalid="ignore", over="ignore"):
+            np.testing.assert_allclose(got.astype(np.float64), want, *tolerance(dtype))
+        bits.append(np.ascontiguousarray(got).view(np.uint8))
+    assert np.array_equal(bits[0], bits[1])
