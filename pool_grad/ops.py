@@ -101,6 +101,7 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     scratch = (8 if go.dtype == np.float64 else 4) * (
         3 * terms + (go6.shape[4] + 2 + 2 * w + rows * w
                      + (2 * h * w + rows * (go6.shape[4] + 2) if tstore else 0)) * lanes
+        + (rows * 16 * min(lanes, 16) if tstore else 0)
         + 2 * w + 600)
     v.memory_fits(scratch * _threads.CPU_COUNT, "grad_output", "scratch rows")
     nt = _threads.planned()
@@ -108,7 +109,8 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
                                     runs, poly, weights, bd, bh, rows, terms, scale_w,
                                     _plan.streaming(gi6, nt), tstore, fill,
                                     _plan.streaming_region(gi6, nt),
-                                    _plan.streaming_region(gi6, nt, 0))
+                                    _plan.streaming_region(gi6, nt, 0),
+                                    tstore and _plan.plane_regs(w, gi6.itemsize, taps))
 
 
 class AvgPool2dBackward(Operator):

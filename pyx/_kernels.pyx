@@ -129,6 +129,29 @@ cdef extern from "pg_tpose.h" nogil:
     int pg_tstore(void* dst, Py_ssize_t ps, const float* src, Py_ssize_t n, Py_ssize_t L,
                   int kind)
 
+cdef extern from "pg_plane.h" nogil:
+    ctypedef struct pg_plane_args:
+        const void* go
+        void* gi
+        Py_ssize_t L, gps, gs2, gs3, xps, xs2, xs3, W, Wo, m
+        const int64_t* tap
+        const int64_t* dlo
+        const int64_t* dhi
+        const int64_t* hlo
+        const int64_t* hhi
+        Py_ssize_t d0, d1, h0, h1
+        const float* wd
+        const float* wh
+        const float* ww
+        int kind, stream
+        float* E
+        Py_ssize_t E_elems
+        void* stage
+        Py_ssize_t stage_bytes
+    int pg_plane_item(const pg_plane_args* a)
+    Py_ssize_t PG_PLANE_CH
+    Py_ssize_t PG_MAX_TAPS
+
 cdef extern from "pg_index.h" nogil:
     int pg_any_bad_i64(const int64_t* x, Py_ssize_t n, uint64_t limit)
     int pg_any_bad_i32(const int32_t* x, Py_ssize_t n, uint64_t limit)
@@ -703,6 +726,7 @@ cdef struct Gather:
     int tstore              # lanes are whole planes (small NCHW planes): store plane by plane
     int tstage              # tstore, in an output larger than the cache: items of whole
                             # planes staged and streamed
+    int plane_regs          # tstore: planes up to 16 wide formed in registers (pg_plane.h)
     int fill                # one grad_output value per D row (global pooling): fill planes
     int fill_fast           # fill, with _fill_rows's arithmetic (no rounding steps, one tap
                             # at column 0, no polyphase) into rows that are one run each
@@ -1045,6 +1069,7 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
     cdef acc_t* T = S + g.bh * rl
     cdef acc_t* P = T + g.rows_cap * (Wo + 2) * L   # and a stage of S's size
     cdef bint tpre
+    cdef pg_plane_args pa
     cdef acc_t s
     cdef Py_ssize_t od, oh, ow, l, l0, l1, idd, ih, a, b, p, q
     cdef Py_ssize_t nr
@@ -1074,6 +1099,27 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                             <store_t*>((<uintptr_t>(rows + g.max_terms) + 63) & ~(<uintptr_t>63)),
                             d0, d1, h0, h1)
                 return
+    if acc_t is float:
+        if store_t is not double:
+            if g.plane_regs:
+                # small planes one at a time, each row in registers (pg_plane.h)
+                pa.go = gbase
+                pa.gi = xbase
+                pa.L, pa.gps, pa.gs2, pa.gs3 = L, g.gs[5], g.gs[2], g.gs[3]
+                pa.xps, pa.xs2, pa.xs3 = g.xs[5], g.xs[2], g.xs[3]
+                pa.W, pa.Wo, pa.m, pa.tap = W, Wo, g.m, g.wtap
+                pa.dlo, pa.dhi, pa.hlo, pa.hhi = g.dlo, g.dhi, g.hlo, g.hhi
+                pa.d0, pa.d1, pa.h0, pa.h1 = d0, d1, h0, h1
+                pa.wd, pa.wh, pa.ww = wd, wh, (ww if g.scale_w else NULL)
+                pa.kind, pa.stream = g.kind, g.tstage
+                # its E rows after the stage P (scratch_elems)
+                pa.E = P + g.bh * rl
+                pa.E_elems = g.rows_cap * 16 * min(L, PG_PLANE_CH)
+                # the stage: S, and T's first row past it (a last store's spill)
+                pa.stage = S
+                pa.stage_bytes = (g.bh * rl + (Wo + 2) * L) * sizeof(float)
+                if pg_plane_item(&pa):
+                    return
     # two slots past the row for the tap tables: +0.0 (an empty cover) and -0.0 (padding)
     for l in range(L):
         grow[Wo * L + l] = 0
@@ -1284,7 +1330,7 @@ cdef class AvgGatherKernel(PlannedKernel):
     def __init__(self, go6, gi6, int kind, int rnd, tables, taps, runs, poly, weights,
                  Py_ssize_t bd, Py_ssize_t bh, Py_ssize_t rows, Py_ssize_t max_terms, bint scale_w,
                  bint stream, bint tstore=False, bint fill=False, bint region=False,
-                 bint big=False):
+                 bint big=False, bint plane_regs=False):
         # stream: rows streamed (long rows, an output larger than the last-level cache);
         # region: blocks of rows streamed (rows of REGION_ROW_BYTES on); big: the output is
         # larger than the last-level cache (_plan.streaming_region(gi6, 0))
@@ -1315,6 +1361,11 @@ cdef class AvgGatherKernel(PlannedKernel):
             g.P = poly[2].shape[0]
         _fill_strides(g.gs, go6)
         _fill_strides(g.xs, gi6)
+        # (pg_plane_item checks these again, and the CPU, at every item)
+        g.plane_regs = (tstore and plane_regs and kind != K_F64 and rnd == R_NONE
+                        and taps is not None and 1 <= g.W <= 16 and 1 <= g.Wo <= 14
+                        and 1 <= taps.shape[0] // g.W <= PG_MAX_TAPS
+                        and g.gs[4] == 1 and g.xs[4] == 1)
         t = dlo; g.dlo = &t[0]
         t = dhi; g.dhi = &t[0]
         t = hlo; g.hlo = &t[0]
@@ -1420,6 +1471,8 @@ cdef class AvgGatherKernel(PlannedKernel):
                            "region" if self.it.region else "rows")
         if g.lanes_row:
             self.c_item = "lanes"
+        if g.plane_regs:
+            self.c_item = "plane"
         self.n_items = g.N * g.C * g.nbd * g.nbh
         self.traffic = go6.nbytes + gi6.nbytes
         # row pointers, grow row + 2 sentinel slots, acc row, 16-bit staging row, E rows
@@ -1433,6 +1486,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                               + (g.Wo + 2) * g.L + g.W * g.L
                               + (g.W * g.L + 1) // 2 + rows * g.W * g.L
                               + ((2 * bh * g.W + rows * (g.Wo + 2)) * g.L if tstore else 0)
+                              + (rows * 16 * min(g.L, PG_PLANE_CH) if g.plane_regs else 0)
                               + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
                                  if g.item_f32 != NULL and self.it.region else 0))
         # whole pairs of cache lines a thread: the channels-last rows' scratch (a few row

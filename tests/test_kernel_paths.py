@@ -692,6 +692,101 @@ def test_small_planes_through_transposes_give_the_same_bits_as_baseline(dtype, s
     _same_bits_after(request, "baseline_simd", runs)
 
 
+# small NCHW plane lanes formed one plane at a time, each row in registers (pg_plane.h,
+# _plan.PLANE_REGS): the reference's values and the transposes' bits, for rows of 1 to
+# 16 values with 1 to 4 taps a column, grad_output rows whose sentinel slots pass one
+# register (k3s1p1 at W = 14), W weights, divisor_override, C not a multiple of 8 and in
+# lane blocks, planes in reverse order, grad_input rows apart from each other, adaptive
+# windows with D rows of their own
+PLANE_AVG = [  # (x shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor)
+    ((2, 16, 14, 14), 3, 2, 1, False, True, 0),
+    ((1, 24, 14, 14), 3, 1, 1, False, False, 0),
+    ((2, 13, 13, 11), 3, 2, 1, True, False, 0),
+    ((1, 8, 9, 16), (2, 3), (2, 1), (1, 0), False, True, 0),
+    ((2, 16, 8, 8), 2, 2, 1, False, False, 0),     # disjoint windows
+    ((2, 16, 9, 9), (2, 3), (2, 3), 0, False, True, 0),
+    ((3, 8, 5, 7), 3, 2, 1, False, True, 0),
+    ((1, 72, 6, 4), 3, 1, 1, False, True, 5),
+    ((2, 8, 10, 12), 4, 3, 2, True, False, 0),
+    ((1, 9, 6, 1), (3, 1), (2, 1), (1, 0), False, True, 0),
+]
+
+PLANE_ADAPTIVE = [  # (x shape, output size)
+    ((2, 16, 1, 9, 5), (1, 4, 13)),       # 1 to 4 windows a column
+    ((1, 8, 3, 6, 16), (2, 4, 14)),
+    ((2, 16, 4, 7, 9), (3, 3, 4)),
+]
+
+
+def _plane_views(values, layout):
+    """`values` (N, C, ...) as planes in reverse order, or with each row of the last axis
+    3 elements apart from the next ("apart"), or C-contiguous."""
+    if layout == "reversed":
+        return np.ascontiguousarray(values[:, ::-1])[:, ::-1]
+    if layout == "apart":
+        buf = np.full(values.shape[:-1] + (values.shape[-1] + 3,), 7, values.dtype)
+        view = buf[..., 1:1 + values.shape[-1]]
+        view[...] = values
+        return view
+    return np.ascontiguousarray(values)
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("mode", ["stores", "streamed", "split"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BFLOAT16],
+                         ids=["float32", "float16", "bfloat16"])
+def test_small_planes_in_registers_give_the_transposes_bits(dtype, mode, request,
+                                                            monkeypatch):
+    """`streamed`: outputs staged and streamed, as those larger than the cache are;
+    `split`: items of a few rows of a plane."""
+    if mode != "stores":
+        request.getfixturevalue({"streamed": "stream_everything", "split": "split_items"}[mode])
+    # every case in registers, whatever the plan would choose for its width, taps, dtype
+    monkeypatch.setattr(_plan, "PLANE_REGS_W", {4: 1, 2: 1})
+    monkeypatch.setattr(_plan, "PLANE_REGS_TAPS", 4)
+    used = []
+
+    def runs():
+        monkeypatch.setattr(functions, "_cache", {})
+        outs = []
+        rng = np.random.default_rng(8)
+        calls = []
+        for x_shape, k, s, p, ceil, cip, div in PLANE_AVG:
+            y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, s, p, ceil, cip, div)
+            calls.append((x_shape, _special(y.shape, dtype, rng),
+                          lambda go, x, out, a=(k, s, p, ceil, cip, div):
+                          pg.AvgPool2dBackward(go, x, *a, pg.KEEP_DTYPE, out),
+                          lambda go, x_shape, a=(k, s, p, ceil, cip, div):
+                          ref_avg_pool2d_backward(go, x_shape, *[
+                              (v, v) if isinstance(v, int) and i < 3 else v
+                              for i, v in enumerate(a)])))
+        for x_shape, o in PLANE_ADAPTIVE:
+            calls.append((x_shape, _special(x_shape[:2] + o, dtype, rng),
+                          lambda go, x, out: pg.AdaptiveAvgPool3dBackward(go, x, out),
+                          ref_adaptive_avg_pool3d_backward))
+        for x_shape, go, make, ref in calls:
+            x = np.zeros(x_shape, dtype)
+            for layout in ("c", "reversed", "apart"):
+                out = _plane_views(np.full(x_shape, 7, dtype), layout)
+                op = make(_plane_views(go, layout), x, out)
+                op.execute(n_threads=2)
+                if layout == "c":
+                    used.append(op._kernel.c_item == "plane")
+                    with np.errstate(invalid="ignore"):
+                        np.testing.assert_allclose(out.astype(np.float64), ref(go, x_shape),
+                                                   *tolerance(dtype))
+                outs.append(_bits(out))
+        return outs
+
+    in_registers = runs()
+    assert all(used), used
+    used.clear()
+    monkeypatch.setattr(_plan, "PLANE_REGS", False)
+    for a, b in zip(in_registers, runs(), strict=True):
+        assert np.array_equal(a, b)
+    assert not any(used)
+
+
 def _same_bits_as_plane_rows(monkeypatch, runs):
     """runs() gives the same bits with channels-last input into NCHW run as lanes
     (_plan.MIXED_LANES) and as plane rows reading it strided."""
