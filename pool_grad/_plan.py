@@ -481,9 +481,10 @@ TSTORE_D = True
 # threads) they took, against the transposes' time, in cache (1 MB outputs): float32
 # k3s2p1 and adaptive 0.56-0.82x from W = 10 to 16, 0.75-1.08x at 8, 1.2-2.5x below 8;
 # k3s1p1 (3 taps) 0.78-1.44x at 10 to 14; 16-bit k3s2p1 0.72-0.92x at 14 and 16,
-# adaptive 0.8-1.0x, the rest 1.0-3.4x.  Outputs larger than the cache (48 MB, streamed):
-# float32 14 x 14 k3s2p1 0.65x on 2 threads.  16-bit rows stay with the transposes (the
-# kernel takes them: the tests force it)
+# adaptive 0.8-1.0x, the rest 1.0-3.4x.  Outputs larger than the cache (48 MB, streamed,
+# C = 64, 1 and 2 threads): float32 k3s2p1 0.63-0.70x at W = 10, 14, 16, adaptive
+# 0.73-0.84x.  16-bit rows stay with the transposes (the kernel takes them: the tests
+# force it)
 PLANE_REGS = True
 PLANE_REGS_W = {4: 10}
 PLANE_REGS_TAPS = 2

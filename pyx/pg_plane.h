@@ -5,7 +5,7 @@
  * lanes path moves every value between planes and lanes through 8 x 8 transposes and passes
  * over the item's rows five times.  Planes go PG_PLANE_CH at a time: their E rows, then each
  * grad_input row for all of them, so the per-row work is paid once per chunk.  On the 2-vCPU
- * EPYC a 14 x 14 k3s2p1 float32 plane took 54 ns in cache (the transposes 82 ns); the plan
+ * EPYC a 14 x 14 k3s2p1 float32 plane took 49-54 ns in cache (the transposes 82 ns); the plan
  * takes this path where it was faster (_plan.plane_regs).
  *
  * The arithmetic is the lanes path's, in the same order, so the bits are the same: each
