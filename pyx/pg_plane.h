@@ -32,6 +32,7 @@
 #include "pg_cpu.h"
 #include "pg_half.h"
 #include "pg_stream.h"
+#include "pg_tpose.h"
 
 /* the most bytes staged before they go out (a stage that stays in the level-1 cache) */
 #ifndef PG_PLANE_RUN
@@ -85,24 +86,6 @@ static inline __m256 pg_plane_get8(const char *p, ptrdiff_t n, __m256i mask, int
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/* eight values stored at p in the output's format (rounded to 16 bits where it is) */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_plane_put8(char *p, __m256 v, int kind)
-{
-    if (kind == 0) {
-        _mm256_storeu_ps((float *)p, v);
-        return;
-    }
-    __m128i o;
-    if (kind == 2) {
-        o = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
-    } else {
-        const __m256i q = pg_bf16_round8_avx2(v);
-        o = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-    }
-    _mm_storeu_si128((__m128i *)p, o);
-}
-
 /* the stage's bytes [0, n) to dst: streamed, or copied */
 static inline void pg_plane_flush(char *dst, const char *stage, ptrdiff_t n, int kind,
                                   int stream)
@@ -124,8 +107,8 @@ static inline void pg_plane_flush(char *dst, const char *stage, ptrdiff_t n, int
         const float *el = e0 + 16 * l;                                                      \
         (void)el;                                                                           \
         char *o = out + l * pstep;                                                          \
-        pg_plane_put8(o, LOAD0, kind);                                                      \
-        if (two) pg_plane_put8(o + (W - 8) * es, LOAD1, kind);                              \
+        pg_tstore8(o, 0, LOAD0, kind);                                                      \
+        if (two) pg_tstore8(o + (W - 8) * es, 0, LOAD1, kind);                              \
     }
 
 /* tap t of half h: the row's slots through the permute (HI: slots 8..15 from hi) */
@@ -300,8 +283,8 @@ static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI)
                             }
                         }
                         char *o = out + l * pstep;
-                        pg_plane_put8(o, s0, kind);
-                        if (two) pg_plane_put8(o + (W - 8) * es, s1, kind);
+                        pg_tstore8(o, 0, s0, kind);
+                        if (two) pg_tstore8(o + (W - 8) * es, 0, s1, kind);
                     }
                 }
             }
