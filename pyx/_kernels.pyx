@@ -52,7 +52,7 @@ cdef extern from "pg_stream.h" nogil:
     void pg_lanes_row(void* dst, Py_ssize_t ds, Py_ssize_t nd, Py_ssize_t rs, const void** g,
                       Py_ssize_t gs, const float* k, const float* ww, Py_ssize_t nr,
                       const int64_t* tap, Py_ssize_t m, Py_ssize_t W, Py_ssize_t L,
-                      Py_ssize_t Wo, int kind, int stream)
+                      Py_ssize_t Wo, int kind, int stream, const int64_t* crun)
     void pg_lanes_copy(char* dst, Py_ssize_t dstep, const char* src, Py_ssize_t sstep,
                        Py_ssize_t W, Py_ssize_t nbytes, int stream)
     void pg_combine_f64(double* dst, const double** rows, Py_ssize_t nr, Py_ssize_t n,
@@ -742,6 +742,9 @@ cdef struct Gather:
                             # and copied to the rows with the same windows
     Py_ssize_t copy_min     # the fewest such rows that are copied
     int lanes_pair          # two such rows formed together (each column stored to both)
+    const int64_t* lanes_crun   # lanes_row: for each column, how many from it on have the
+                            # same taps (formed once, stored to each: pg_lanes_row_body), or
+                            # NULL where every column's taps differ from the next one's
 
 
 cdef void _expand_taps(const acc_t* grow, acc_t* erow, const int64_t* tap, Py_ssize_t m,
@@ -964,6 +967,21 @@ def _max_run(lo, hi):
     return int(_runs(lo, hi).max())
 
 
+def _column_runs(tw):
+    """For a (W, m) tap table, how many columns from each on have its taps (a run ends at
+    W), as int64; None where there are more runs than 3/4 of the columns (the runs' loops
+    cost more than they save: k3s2p1's last two columns made it 1.17-1.19x slower)."""
+    w = tw.shape[0]
+    same = np.all(tw[1:] == tw[:w - 1], axis=1)
+    if w - np.count_nonzero(same) > 3 * w // 4:
+        return None
+    run = np.ones(w, np.int64)
+    for i in range(w - 2, -1, -1):
+        if same[i]:
+            run[i] = run[i + 1] + 1
+    return run
+
+
 cdef void _lanes_rows(const store_t* gbase, store_t* xbase, const Gather* g, const float* wd,
                       const float* wh, const float* ww, const void** rows, store_t* rowbuf,
                       Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1) noexcept nogil:
@@ -1015,28 +1033,29 @@ cdef void _lanes_rows(const store_t* gbase, store_t* xbase, const Gather* g, con
                 if eh - ih == 1:
                     pg_lanes_row(dst, g.xs[4], ed - idd, g.xs[2], rows, g.gs[4], ks,
                                  ww if g.scale_w else NULL, nr, g.wtap, g.m, W, L, g.Wo,
-                                 kind, g.stream)
+                                 kind, g.stream, g.lanes_crun)
                 else:
                     for jd in range(idd, ed):
                         pg_lanes_row(xbase + jd * g.xs[2] + ih * g.xs[3], g.xs[4], eh - ih,
                                      g.xs[3], rows, g.gs[4], ks, ww if g.scale_w else NULL,
-                                     nr, g.wtap, g.m, W, L, g.Wo, kind, g.stream)
+                                     nr, g.wtap, g.m, W, L, g.Wo, kind, g.stream,
+                                     g.lanes_crun)
             elif not g.lanes_copy or (ed - idd) * (eh - ih) < g.copy_min:
                 for jd in range(idd, ed):
                     for jh in range(ih, eh):
                         pg_lanes_row(xbase + jd * g.xs[2] + jh * g.xs[3], g.xs[4], 1, 0,
                                      rows, g.gs[4], ks, ww if g.scale_w else NULL, nr,
-                                     g.wtap, g.m, W, L, g.Wo, kind, g.stream)
+                                     g.wtap, g.m, W, L, g.Wo, kind, g.stream, g.lanes_crun)
             elif g.stream:
                 pg_lanes_row(rowbuf, L, 1, 0, rows, g.gs[4], ks, ww if g.scale_w else NULL, nr,
-                             g.wtap, g.m, W, L, g.Wo, kind, 0)
+                             g.wtap, g.m, W, L, g.Wo, kind, 0, g.lanes_crun)
                 for jd in range(idd, ed):
                     for jh in range(ih, eh):
                         pg_lanes_copy(<char*>(xbase + jd * g.xs[2] + jh * g.xs[3]),
                                       g.xs[4] * es, <const char*>rowbuf, L * es, W, L * es, 1)
             else:
                 pg_lanes_row(dst, g.xs[4], 1, 0, rows, g.gs[4], ks, ww if g.scale_w else NULL,
-                             nr, g.wtap, g.m, W, L, g.Wo, kind, 0)
+                             nr, g.wtap, g.m, W, L, g.Wo, kind, 0, g.lanes_crun)
                 for jd in range(idd, ed):
                     for jh in range(ih, eh):
                         if jd != idd or jh != ih:
@@ -1312,6 +1331,7 @@ cdef class AvgGatherKernel(PlannedKernel):
     cdef Gather g
     cdef pg_item_f32 it
     cdef object _keep
+    cdef object _crun       # the column runs' table that g.lanes_crun points into
     # which C item runs the call: "", "rows", "region" (rows staged and streamed),
     # "single" (one term per value; "single, streamed pairs" where k2s2's pairs of rows
     # stream) or "narrow" (16-bit sums at the output width, spread;
@@ -1381,6 +1401,13 @@ cdef class AvgGatherKernel(PlannedKernel):
                        and g.m > 0 and not tstore and not g.fill and max_terms <= 8
                        and g.gs[5] == 1 and g.xs[5] == 1
                        and pg_have_avx2() != 0 and pg_have_f16c() != 0)
+        # (16-bit only: its rounding is what a run saves; float32 k2s2 took 1.04x with runs)
+        g.lanes_crun = NULL
+        if g.lanes_row and g.W > 1 and (kind == K_F16 or kind == K_BF16):
+            crun = _column_runs(np.asarray(taps).reshape(g.W, g.m))
+            if crun is not None:
+                self._crun = crun
+                t = crun; g.lanes_crun = &t[0]
         # rows with the same windows formed once and copied (_lanes_rows) where a row fits
         # in LANES_COPY_BYTES (the core's L2 keeps it for its copies)
         g.lanes_copy = g.lanes_row and g.W * g.L * gi6.itemsize <= LANES_COPY_BYTES

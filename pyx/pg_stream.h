@@ -211,19 +211,24 @@ static inline __m256 pg_lanes_get8(const char *p, int kind)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
-/* 16 results stored at p and at the nd - 1 places rs bytes apart after it (streamed:
- * 16-byte stores, as numpy's large arrays are 16-byte aligned), rounded once to 16 bits
- * where the dtype is */
+/* 16 results stored at p and at the nd - 1 places rs bytes apart after it, and the same
+ * again at each of the nc - 1 places cs bytes apart after those (streamed: 16-byte stores,
+ * as numpy's large arrays are 16-byte aligned), rounded once to 16 bits where the dtype
+ * is */
 PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
-static inline void pg_lanes_put16(char *p, ptrdiff_t nd, ptrdiff_t rs, __m256 a, __m256 b,
-                                  int kind, int stream)
+static inline void pg_lanes_put16(char *p0, ptrdiff_t nd, ptrdiff_t rs, ptrdiff_t nc,
+                                  ptrdiff_t cs, __m256 a, __m256 b, int kind, int stream)
 {
     __m128i q[4];
+    char *p;
     if (kind == 0) {
         if (!stream) {
-            for (ptrdiff_t j = 0; j < nd; j++, p += rs) {
-                _mm256_storeu_ps((float *)p, a);
-                _mm256_storeu_ps((float *)p + 8, b);
+            for (ptrdiff_t c = 0; c < nc; c++, p0 += cs) {
+                p = p0;
+                for (ptrdiff_t j = 0; j < nd; j++, p += rs) {
+                    _mm256_storeu_ps((float *)p, a);
+                    _mm256_storeu_ps((float *)p + 8, b);
+                }
             }
             return;
         }
@@ -231,8 +236,11 @@ static inline void pg_lanes_put16(char *p, ptrdiff_t nd, ptrdiff_t rs, __m256 a,
         q[1] = _mm_castps_si128(_mm256_extractf128_ps(a, 1));
         q[2] = _mm_castps_si128(_mm256_castps256_ps128(b));
         q[3] = _mm_castps_si128(_mm256_extractf128_ps(b, 1));
-        for (ptrdiff_t j = 0; j < nd; j++, p += rs)
-            for (int i = 0; i < 4; i++) _mm_stream_si128((__m128i *)p + i, q[i]);
+        for (ptrdiff_t c = 0; c < nc; c++, p0 += cs) {
+            p = p0;
+            for (ptrdiff_t j = 0; j < nd; j++, p += rs)
+                for (int i = 0; i < 4; i++) _mm_stream_si128((__m128i *)p + i, q[i]);
+        }
         return;
     }
     if (kind == 1) {
@@ -255,39 +263,52 @@ static inline void pg_lanes_put16(char *p, ptrdiff_t nd, ptrdiff_t rs, __m256 a,
         q[0] = _mm256_castsi256_si128(pk);
         q[1] = _mm256_extracti128_si256(pk, 1);
     }
-    for (ptrdiff_t j = 0; j < nd; j++, p += rs) {
-        if (stream) {
-            _mm_stream_si128((__m128i *)p, q[0]);
-            _mm_stream_si128((__m128i *)p + 1, q[1]);
-        } else {
-            _mm_storeu_si128((__m128i *)p, q[0]);
-            _mm_storeu_si128((__m128i *)p + 1, q[1]);
+    for (ptrdiff_t c = 0; c < nc; c++, p0 += cs) {
+        p = p0;
+        for (ptrdiff_t j = 0; j < nd; j++, p += rs) {
+            if (stream) {
+                _mm_stream_si128((__m128i *)p, q[0]);
+                _mm_stream_si128((__m128i *)p + 1, q[1]);
+            } else {
+                _mm_storeu_si128((__m128i *)p, q[0]);
+                _mm_storeu_si128((__m128i *)p + 1, q[1]);
+            }
         }
     }
 }
 
 PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
-static inline void pg_lanes_put8(char *p, ptrdiff_t nd, ptrdiff_t rs, __m256 s, int kind,
-                                 int stream)
+static inline void pg_lanes_put8(char *p0, ptrdiff_t nd, ptrdiff_t rs, ptrdiff_t nc,
+                                 ptrdiff_t cs, __m256 s, int kind, int stream)
 {
     __m128i q[2];
+    char *p;
     if (kind == 0) {
         if (!stream) {
-            for (ptrdiff_t j = 0; j < nd; j++, p += rs) _mm256_storeu_ps((float *)p, s);
+            for (ptrdiff_t c = 0; c < nc; c++, p0 += cs) {
+                p = p0;
+                for (ptrdiff_t j = 0; j < nd; j++, p += rs) _mm256_storeu_ps((float *)p, s);
+            }
             return;
         }
         q[0] = _mm_castps_si128(_mm256_castps256_ps128(s));
         q[1] = _mm_castps_si128(_mm256_extractf128_ps(s, 1));
-        for (ptrdiff_t j = 0; j < nd; j++, p += rs) {
-            _mm_stream_si128((__m128i *)p, q[0]);
-            _mm_stream_si128((__m128i *)p + 1, q[1]);
+        for (ptrdiff_t c = 0; c < nc; c++, p0 += cs) {
+            p = p0;
+            for (ptrdiff_t j = 0; j < nd; j++, p += rs) {
+                _mm_stream_si128((__m128i *)p, q[0]);
+                _mm_stream_si128((__m128i *)p + 1, q[1]);
+            }
         }
         return;
     }
     q[0] = kind == 1 ? _mm256_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT) : pg_lanes_bf16(s);
-    for (ptrdiff_t j = 0; j < nd; j++, p += rs) {
-        if (stream) _mm_stream_si128((__m128i *)p, q[0]);
-        else _mm_storeu_si128((__m128i *)p, q[0]);
+    for (ptrdiff_t c = 0; c < nc; c++, p0 += cs) {
+        p = p0;
+        for (ptrdiff_t j = 0; j < nd; j++, p += rs) {
+            if (stream) _mm_stream_si128((__m128i *)p, q[0]);
+            else _mm_storeu_si128((__m128i *)p, q[0]);
+        }
     }
 }
 
@@ -304,7 +325,8 @@ static inline void pg_lanes_put8(char *p, ptrdiff_t nd, ptrdiff_t rs, __m256 s, 
  * These are the values of the E rows (pg_expand.h's lanes loop: k times the taps summed
  * left to right) and the sums the combine forms of them (left to right, rounded once to
  * 16 bits), so the same bits, in registers.  Each column is stored to the nd rows rs
- * elements apart from dst on (equal rows).  With `stream`, non-temporal stores of 16
+ * elements apart from dst on (equal rows), and a run of columns with the same taps is
+ * formed once and stored to each of them.  With `stream`, non-temporal stores of 16
  * bytes (pg_lanes_row checks that dst, ds and rs allow them).
  */
 PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
@@ -312,15 +334,18 @@ static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrd
                                      const void *const *g, ptrdiff_t gs, const float *k,
                                      const float *ww, ptrdiff_t nr, const int64_t *tap,
                                      ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,
-                                     int kind, int stream)
+                                     const int64_t *crun, int kind, int stream, int CR)
 {
     const ptrdiff_t size = kind ? 2 : 4;
     __m256 kv[8], wv[PG_MAX_TAPS];
-    ptrdiff_t off[PG_MAX_TAPS];
+    ptrdiff_t off[PG_MAX_TAPS] = {0};
     for (ptrdiff_t r = 0; r < nr; r++) kv[r] = _mm256_set1_ps(k[r]);
-    for (ptrdiff_t w = 0; w < W; w++, tap += m) {
+    for (ptrdiff_t w = 0, nc = 1; w < W; w += nc, tap += nc * m) {
         char *d = (char *)dst + w * ds * size;
         ptrdiff_t n = 0, l = 0;
+        /* CR: the columns from w on with the same taps (crun[w] of them: kernel = stride 2
+         * gives pairs), formed once; without it, one column at a time */
+        if (CR) nc = crun[w];
         while (n < m && tap[n] < Wo) {
             off[n] = tap[n] * gs * size;
             if (ww) wv[n] = _mm256_set1_ps(ww[tap[n]]);
@@ -345,7 +370,7 @@ static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrd
                 s0 = r ? _mm256_add_ps(s0, u0) : u0;
                 s1 = r ? _mm256_add_ps(s1, u1) : u1;
             }
-            pg_lanes_put16(d + l * size, nd, rs * size, s0, s1, kind, stream);
+            pg_lanes_put16(d + l * size, nd, rs * size, nc, ds * size, s0, s1, kind, stream);
         }
         for (; l < L; l += 8) {   /* 8 lanes, then the last 8 (overlapping: equal values) */
             if (l + 8 > L) l = L - 8;
@@ -361,38 +386,50 @@ static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrd
                 u = _mm256_mul_ps(kv[r], u);
                 s = r ? _mm256_add_ps(s, u) : u;
             }
-            pg_lanes_put8(d + l * size, nd, rs * size, s, kind, stream);
+            pg_lanes_put8(d + l * size, nd, rs * size, nc, ds * size, s, kind, stream);
         }
     }
 }
 
-/* nr <= 8, m <= PG_MAX_TAPS; the common counts (1, 2 rows; 1, 2 taps) as constants */
-#define PG_LANES_ROW_ST(NAME, KIND, ST)                                                     \
+/* nr <= 8, m <= PG_MAX_TAPS; the common counts (1, 2 rows; 1, 2 taps) as constants.  CR:
+ * runs of columns with the same taps, crun[w] of them from column w (the plan's table; NULL
+ * where all runs are single columns).  A search for them at every column instead cost
+ * k3 s2 p1 1.2-1.3x, k3 s1 p1 1.05x, in branches */
+#define PG_LANES_ROW_ST(NAME, KIND, ST, CR)                                                 \
 PG_TARGET_AVX2_F16C                                                                         \
 static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void *const *g, \
                  ptrdiff_t gs, const float *k, const float *ww, ptrdiff_t nr,               \
-                 const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo)   \
+                 const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,    \
+                 const int64_t *crun)                                                       \
 {                                                                                           \
     if (nr == 1 && m == 1)                                                                  \
-        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 1, W, L, Wo, KIND, ST);    \
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 1, W, L, Wo, crun, KIND, ST, CR);\
     else if (nr == 1 && m == 2)                                                             \
-        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 2, W, L, Wo, KIND, ST);    \
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 2, W, L, Wo, crun, KIND, ST, CR);\
     else if (nr == 2 && m == 1)                                                             \
-        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 1, W, L, Wo, KIND, ST);    \
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 1, W, L, Wo, crun, KIND, ST, CR);\
     else if (nr == 2 && m == 2)                                                             \
-        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 2, W, L, Wo, KIND, ST);    \
-    else pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, KIND, ST);  \
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 2, W, L, Wo, crun, KIND, ST, CR);\
+    else                                                                                    \
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, crun, KIND, ST, CR);\
 }
 #define PG_LANES_ROW(NAME, KIND)                                                            \
-PG_LANES_ROW_ST(NAME##_o, KIND, 0)                                                          \
-PG_LANES_ROW_ST(NAME##_s, KIND, 1)                                                          \
+PG_LANES_ROW_ST(NAME##_o, KIND, 0, 0)                                                       \
+PG_LANES_ROW_ST(NAME##_s, KIND, 1, 0)                                                       \
+PG_LANES_ROW_ST(NAME##_oc, KIND, 0, 1)                                                      \
+PG_LANES_ROW_ST(NAME##_sc, KIND, 1, 1)                                                      \
 static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void *const *g, \
                  ptrdiff_t gs, const float *k, const float *ww, ptrdiff_t nr,               \
                  const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,   \
-                 int stream)                                                                \
+                 int stream, const int64_t *crun)                                           \
 {                                                                                           \
-    if (stream) NAME##_s(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo);              \
-    else NAME##_o(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo);                     \
+    if (crun) {                                                                             \
+        if (stream) NAME##_sc(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, crun);   \
+        else NAME##_oc(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, crun);          \
+    } else {                                                                                \
+        if (stream) NAME##_s(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, NULL);    \
+        else NAME##_o(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, NULL);           \
+    }                                                                                       \
 }
 PG_LANES_ROW(pg_lanes_row_avx2_f32, 0)
 PG_LANES_ROW(pg_lanes_row_avx2_f16, 1)
@@ -408,7 +445,8 @@ PG_LANES_ROW(pg_lanes_row_avx2_bf16, 2)
 static inline void pg_lanes_row(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
                                 const void *const *g, ptrdiff_t gs, const float *k,
                                 const float *ww, ptrdiff_t nr, const int64_t *tap, ptrdiff_t m,
-                                ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo, int kind, int stream)
+                                ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo, int kind, int stream,
+                                const int64_t *crun)
 {
     /* streaming stores of 16 bytes: dst, the column and row strides and the lanes' bytes
      * (where the last 8 lanes start) 16-byte aligned */
@@ -416,20 +454,24 @@ static inline void pg_lanes_row(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t
     stream = PG_HAVE_STREAM && stream && ((uintptr_t)dst % 16u) == 0
              && (ds * size) % 16 == 0 && (L * size) % 16 == 0 && (nd == 1 || (rs * size) % 16 == 0);
     if (kind == 0)
-        pg_lanes_row_avx2_f32(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, stream);
+        pg_lanes_row_avx2_f32(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, stream,
+                               crun);
     else if (kind == 1)
-        pg_lanes_row_avx2_f16(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, stream);
+        pg_lanes_row_avx2_f16(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, stream,
+                               crun);
     else
-        pg_lanes_row_avx2_bf16(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, stream);
+        pg_lanes_row_avx2_bf16(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, stream,
+                               crun);
 }
 #else
 static inline void pg_lanes_row(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
                                 const void *const *g, ptrdiff_t gs, const float *k,
                                 const float *ww, ptrdiff_t nr, const int64_t *tap, ptrdiff_t m,
-                                ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo, int kind, int stream)
+                                ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo, int kind, int stream,
+                                const int64_t *crun)
 {   /* never planned without the AVX2 builds */
     (void)dst; (void)ds; (void)nd; (void)rs; (void)g; (void)gs; (void)k; (void)ww; (void)nr;
-    (void)tap; (void)m; (void)W; (void)L; (void)Wo; (void)kind; (void)stream;
+    (void)tap; (void)m; (void)W; (void)L; (void)Wo; (void)kind; (void)stream; (void)crun;
 }
 #endif
 
