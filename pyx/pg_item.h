@@ -860,8 +860,9 @@ static inline void pg_item_narrow_body(const pg_item_f32 *g, const uint16_t *gba
                 continue;
             }
             const float *const r0 = rows[0], *const r1 = nr > 1 ? rows[1] : rows[0];
+            const float *const r2 = nr > 2 ? rows[2] : rows[0];
             for (ptrdiff_t j = 0; j < nwp; j += 8) {
-                const __m256 v = pg_combine8_avx2(r0, r1, rows, nr, j);
+                const __m256 v = pg_combine8_avx2(r0, r1, r2, rows, nr, j);
                 __m128i o;
                 if (bf16) {
                     const __m256i q = pg_bf16_round8_avx2(v);

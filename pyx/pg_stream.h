@@ -559,15 +559,18 @@ static inline void pg_combine_f64(double *dst, const double *const *rows, ptrdif
  */
 #if PG_X86_DISPATCH
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline __m256 pg_combine8_avx2(const float *r0, const float *r1,
+static inline __m256 pg_combine8_avx2(const float *r0, const float *r1, const float *r2,
                                        const float *const *rows, ptrdiff_t nr, ptrdiff_t j)
 {
-    /* one and two terms (the common counts) without the loop; their row pointers are the
-     * caller's locals, not reloaded at every block (the extension builds without strict
-     * aliasing, so a store through dst could have changed rows[]) */
+    /* one to three terms (the common counts: k3 s1 sums three rows) without the loop;
+     * their row pointers are the caller's locals, not reloaded at every block (the
+     * extension builds without strict aliasing, so a store through dst could have changed
+     * rows[]) */
     if (nr == 1) return _mm256_loadu_ps(r0 + j);
     __m256 s = _mm256_add_ps(_mm256_loadu_ps(r0 + j), _mm256_loadu_ps(r1 + j));
-    for (ptrdiff_t r = 2; r < nr; r++) s = _mm256_add_ps(s, _mm256_loadu_ps(rows[r] + j));
+    if (nr == 2) return s;
+    s = _mm256_add_ps(s, _mm256_loadu_ps(r2 + j));
+    for (ptrdiff_t r = 3; r < nr; r++) s = _mm256_add_ps(s, _mm256_loadu_ps(rows[r] + j));
     return s;
 }
 
@@ -576,13 +579,14 @@ static inline void pg_combine_bf16_body(uint16_t *dst, const float *const *rows,
                                         ptrdiff_t n)
 {
     const float *const r0 = rows[0], *const r1 = nr > 1 ? rows[1] : rows[0];
+    const float *const r2 = nr > 2 ? rows[2] : rows[0];
     ptrdiff_t j = 0;
     /* sixteen at a time: two rounded blocks packed into one 32-byte store; a row of 16 or
      * more ends with a block that overlaps the one before (equal values again) */
 #define PG_COMBINE16_BF16(j)                                                                \
     _mm256_storeu_si256((__m256i *)(dst + (j)),                                             \
-                        pg_bf16_round16_avx2(pg_combine8_avx2(r0, r1, rows, nr, (j)),       \
-                                             pg_combine8_avx2(r0, r1, rows, nr, (j) + 8)))
+                        pg_bf16_round16_avx2(pg_combine8_avx2(r0, r1, r2, rows, nr, (j)),       \
+                                             pg_combine8_avx2(r0, r1, r2, rows, nr, (j) + 8)))
     for (; j + 16 <= n; j += 16) PG_COMBINE16_BF16(j);
     if (j < n && n >= 16) {
         PG_COMBINE16_BF16(n - 16);
@@ -591,7 +595,7 @@ static inline void pg_combine_bf16_body(uint16_t *dst, const float *const *rows,
 #undef PG_COMBINE16_BF16
     for (; j < n; j += 8) {
         if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
-        __m256i v = pg_bf16_round8_avx2(pg_combine8_avx2(r0, r1, rows, nr, j));
+        __m256i v = pg_bf16_round8_avx2(pg_combine8_avx2(r0, r1, r2, rows, nr, j));
         _mm_storeu_si128((__m128i *)(dst + j),
                          _mm_packus_epi32(_mm256_castsi256_si128(v),
                                           _mm256_extracti128_si256(v, 1)));
@@ -609,6 +613,7 @@ static void pg_combine_bf16_avx2(uint16_t *dst, const float *const *rows, ptrdif
     /* the common term counts as constants, so the loops carry no test on them */
     if (nr == 1) pg_combine_bf16_body(dst, rows, 1, n);
     else if (nr == 2) pg_combine_bf16_body(dst, rows, 2, n);
+    else if (nr == 3) pg_combine_bf16_body(dst, rows, 3, n);
     else pg_combine_bf16_body(dst, rows, nr, n);
 }
 
@@ -617,9 +622,10 @@ static inline void pg_combine_f16_body(uint16_t *dst, const float *const *rows, 
                                        ptrdiff_t n)
 {
     const float *const r0 = rows[0], *const r1 = nr > 1 ? rows[1] : rows[0];
+    const float *const r2 = nr > 2 ? rows[2] : rows[0];
     PG_FOR8_OVERLAP(j, n, {
         _mm_storeu_si128((__m128i *)(dst + j),
-                         _mm256_cvtps_ph(pg_combine8_avx2(r0, r1, rows, nr, j),
+                         _mm256_cvtps_ph(pg_combine8_avx2(r0, r1, r2, rows, nr, j),
                                          _MM_FROUND_TO_NEAREST_INT));
     })
 }
@@ -635,6 +641,7 @@ static void pg_combine_f16_avx2(uint16_t *dst, const float *const *rows, ptrdiff
     }
     if (nr == 1) pg_combine_f16_body(dst, rows, 1, n);
     else if (nr == 2) pg_combine_f16_body(dst, rows, 2, n);
+    else if (nr == 3) pg_combine_f16_body(dst, rows, 3, n);
     else pg_combine_f16_body(dst, rows, nr, n);
 }
 #endif
