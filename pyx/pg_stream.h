@@ -211,6 +211,24 @@ static inline __m256 pg_lanes_get8(const char *p, int kind)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
 }
 
+/* STMT at p = p0 + c * cs + j * rs for the nc columns and nd rows: up to two of each (k2 s2
+ * pairs of columns and of rows) written out, as the loops cost more than their stores */
+#define PG_STORE_GRID(p0, nd, rs, nc, cs, STMT)                                             \
+    if ((nd) <= 2 && (nc) <= 2) {                                                           \
+        { char *p = (p0); STMT }                                                            \
+        if ((nd) == 2) { char *p = (p0) + (rs); STMT }                                      \
+        if ((nc) == 2) {                                                                    \
+            { char *p = (p0) + (cs); STMT }                                                 \
+            if ((nd) == 2) { char *p = (p0) + (cs) + (rs); STMT }                           \
+        }                                                                                   \
+    } else {                                                                                \
+        for (ptrdiff_t c_ = 0; c_ < (nc); c_++)                                             \
+            for (ptrdiff_t j_ = 0; j_ < (nd); j_++) {                                       \
+                char *p = (p0) + c_ * (cs) + j_ * (rs);                                     \
+                STMT                                                                        \
+            }                                                                               \
+    }
+
 /* 16 results stored at p and at the nd - 1 places rs bytes apart after it, and the same
  * again at each of the nc - 1 places cs bytes apart after those (streamed: 16-byte stores,
  * as numpy's large arrays are 16-byte aligned), rounded once to 16 bits where the dtype
@@ -263,17 +281,16 @@ static inline void pg_lanes_put16(char *p0, ptrdiff_t nd, ptrdiff_t rs, ptrdiff_
         q[0] = _mm256_castsi256_si128(pk);
         q[1] = _mm256_extracti128_si256(pk, 1);
     }
-    for (ptrdiff_t c = 0; c < nc; c++, p0 += cs) {
-        p = p0;
-        for (ptrdiff_t j = 0; j < nd; j++, p += rs) {
-            if (stream) {
-                _mm_stream_si128((__m128i *)p, q[0]);
-                _mm_stream_si128((__m128i *)p + 1, q[1]);
-            } else {
-                _mm_storeu_si128((__m128i *)p, q[0]);
-                _mm_storeu_si128((__m128i *)p + 1, q[1]);
-            }
-        }
+    if (stream) {
+        PG_STORE_GRID(p0, nd, rs, nc, cs, {
+            _mm_stream_si128((__m128i *)p, q[0]);
+            _mm_stream_si128((__m128i *)p + 1, q[1]);
+        })
+    } else {
+        PG_STORE_GRID(p0, nd, rs, nc, cs, {
+            _mm_storeu_si128((__m128i *)p, q[0]);
+            _mm_storeu_si128((__m128i *)p + 1, q[1]);
+        })
     }
 }
 
@@ -303,13 +320,8 @@ static inline void pg_lanes_put8(char *p0, ptrdiff_t nd, ptrdiff_t rs, ptrdiff_t
         return;
     }
     q[0] = kind == 1 ? _mm256_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT) : pg_lanes_bf16(s);
-    for (ptrdiff_t c = 0; c < nc; c++, p0 += cs) {
-        p = p0;
-        for (ptrdiff_t j = 0; j < nd; j++, p += rs) {
-            if (stream) _mm_stream_si128((__m128i *)p, q[0]);
-            else _mm_storeu_si128((__m128i *)p, q[0]);
-        }
-    }
+    if (stream) PG_STORE_GRID(p0, nd, rs, nc, cs, { _mm_stream_si128((__m128i *)p, q[0]); })
+    else PG_STORE_GRID(p0, nd, rs, nc, cs, { _mm_storeu_si128((__m128i *)p, q[0]); })
 }
 
 /*
