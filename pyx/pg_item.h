@@ -216,12 +216,13 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
         if (ww) v_ = _mm256_mul_ps(v_, _mm256_loadu_ps(ww + (J)));                          \
         _mm256_storeu_ps(grow + (J), v_);                                                   \
     }
-#define PG_EROWS_LOOP(MA, MB)                                                               \
+/* the E rows of grad_output rows of SRC_T, each first put in grow (W-weighted) by FILL */
+#define PG_EROWS_ROWS(MA, MB, SRC_T, FILL)                                                  \
     for (ptrdiff_t od = od0; od < od1; od++) {                                              \
         for (ptrdiff_t oh = oh0; oh < oh1; oh++, e += W) {                                  \
-            const float *PG_RESTRICT src = gbase + od * gs2 + oh * gs3;                     \
+            const SRC_T *PG_RESTRICT src = gbase + od * gs2 + oh * gs3;                     \
             const float k = wd[od] * wh[oh];                                                \
-            PG_FOR8_OVERLAP(j, Wo, PG_EROW_GROW(j))                                         \
+            FILL                                                                            \
             pg_item_edges(e, grow, wtap, m, 0, e0, k);                                      \
             pg_item_edges(e, grow, wtap, m, e1, W, k);                                      \
             const __m256 vk = _mm256_set1_ps(k);                                            \
@@ -229,6 +230,21 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
             PG_POLY2_AVX2_LOOP(MA, MB)                                                      \
         }                                                                                   \
     }
+#define PG_EROWS_LOOP(MA, MB) \
+    PG_EROWS_ROWS(MA, MB, float, PG_FOR8_OVERLAP(j, Wo, PG_EROW_GROW(j)))
+/* 16-bit rows widened and W-weighted as the general 16-bit loop loads them */
+#define PG_EROWS_LOOP_H16(MA, MB)                                                           \
+    PG_EROWS_ROWS(MA, MB, uint16_t,                                                         \
+                  if (bf16) pg_load_bf16_avx2(grow, src, ww, Wo);                           \
+                  else pg_load_f16_avx2(grow, src, ww, Wo);)
+/* the fields both E-row formers use, as locals */
+#define PG_EROWS_LOCALS                                                                     \
+    const ptrdiff_t W = g->W, Wo = g->Wo, m = g->m, gs2 = g->gs2, gs3 = g->gs3;             \
+    const ptrdiff_t q0 = g->q0, nq = g->q1 - g->q0, e0 = 2 * g->q0, e1 = 2 * g->q1;         \
+    const int64_t *PG_RESTRICT wtap = g->wtap;                                              \
+    const float *PG_RESTRICT ww = g->ww, *PG_RESTRICT wd = g->wd, *PG_RESTRICT wh = g->wh;  \
+    const float *a = grow + q0 + g->pc[0], *b = grow + q0 + g->pc[1];                       \
+    float *PG_RESTRICT e = E;
 
 /* columns j0..j1 of an E row through their m taps each */
 PG_ALWAYS_INLINE
@@ -253,47 +269,20 @@ static void pg_item_erows_poly2_avx2(const pg_item_f32 *g, const float *gbase, p
                                      ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1,
                                      float *PG_RESTRICT grow, float *PG_RESTRICT E)
 {
-    const ptrdiff_t W = g->W, Wo = g->Wo, m = g->m, gs2 = g->gs2, gs3 = g->gs3;
-    const ptrdiff_t q0 = g->q0, nq = g->q1 - g->q0, e0 = 2 * g->q0, e1 = 2 * g->q1;
-    const int64_t *PG_RESTRICT wtap = g->wtap;
-    const float *PG_RESTRICT ww = g->ww, *PG_RESTRICT wd = g->wd, *PG_RESTRICT wh = g->wh;
-    const float *a = grow + q0 + g->pc[0], *b = grow + q0 + g->pc[1];
-    float *PG_RESTRICT e = E;
+    PG_EROWS_LOCALS
     PG_POLY2_CASES(g->pm[0], g->pm[1], PG_EROWS_LOOP)
 }
-#endif
 
-/* the same E rows from 16-bit grad_output rows, widened and W-weighted into grow first
- * (pg_load_bf16_avx2 / pg_load_f16_avx2: the values the general 16-bit loop loads) */
-#define PG_EROWS_LOOP_H16(MA, MB)                                                           \
-    for (ptrdiff_t od = od0; od < od1; od++) {                                              \
-        for (ptrdiff_t oh = oh0; oh < oh1; oh++, e += W) {                                  \
-            const uint16_t *src = gbase + od * gs2 + oh * gs3;                              \
-            const float k = wd[od] * wh[oh];                                                \
-            if (bf16) pg_load_bf16_avx2(grow, src, ww, Wo);                                 \
-            else pg_load_f16_avx2(grow, src, ww, Wo);                                       \
-            pg_item_edges(e, grow, wtap, m, 0, e0, k);                                      \
-            pg_item_edges(e, grow, wtap, m, e1, W, k);                                      \
-            const __m256 vk = _mm256_set1_ps(k);                                            \
-            float *const dst = e + e0;                                                      \
-            PG_POLY2_AVX2_LOOP(MA, MB)                                                      \
-        }                                                                                   \
-    }
-
+/* the same E rows from 16-bit grad_output rows */
 __attribute__((target("avx2,f16c")))
 static void pg_item_erows_poly2_h16(const pg_item_f32 *g, const uint16_t *gbase, ptrdiff_t od0,
                                     ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1,
                                     float *PG_RESTRICT grow, float *PG_RESTRICT E, int bf16)
 {
-    const ptrdiff_t W = g->W, Wo = g->Wo, m = g->m, gs2 = g->gs2, gs3 = g->gs3;
-    const ptrdiff_t q0 = g->q0, nq = g->q1 - g->q0, e0 = 2 * g->q0, e1 = 2 * g->q1;
-    const int64_t *PG_RESTRICT wtap = g->wtap;
-    const float *PG_RESTRICT ww = g->ww, *PG_RESTRICT wd = g->wd, *PG_RESTRICT wh = g->wh;
-    const float *a = grow + q0 + g->pc[0], *b = grow + q0 + g->pc[1];
-    float *PG_RESTRICT e = E;
+    PG_EROWS_LOCALS
     PG_POLY2_CASES(g->pm[0], g->pm[1], PG_EROWS_LOOP_H16)
 }
-#undef PG_EROWS_LOOP_H16
+#endif
 
 /* the E rows covering grad_input row (idd, ih), od-major, into rows: their count.  One D
  * row and at most three H rows (every 2-D case) are consecutive E rows, set without a loop */
