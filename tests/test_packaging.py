@@ -6,6 +6,7 @@ import importlib.metadata
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -227,3 +228,24 @@ def test_threadpool_limits_1_runs_pool_grad_on_one_thread():
     assert int(unlimited[0]) >= 1, "the unlimited call did not start a thread team"
     assert int(limited[0]) == 0, f"{limited[0]} threads started under threadpool_limits(1)"
     assert limited[1:] == unlimited[1:]
+
+
+_PYX_DIR = Path(__file__).resolve().parent.parent / "pyx"
+
+
+@pytest.mark.skipif(not (_PYX_DIR / "_kernels.pyx").exists(), reason="needs the source checkout")
+@pytest.mark.skipif(not (shutil.which("cc") or shutil.which("gcc")), reason="no C compiler")
+@pytest.mark.parametrize("dispatch", [True, False], ids=["x86-dispatch", "PG_NO_DISPATCH"])
+def test_kernel_headers_compile_with_and_without_the_avx2_builds(dispatch, tmp_path):
+    """Each pyx/pg_*.h compiles on its own, also with -DPG_NO_DISPATCH (what other CPUs and
+    MSVC build: no AVX2 loops at all), so AVX2 code left outside its `#if PG_X86_DISPATCH`
+    guard fails here, not on another platform's build."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    src = tmp_path / "one.c"
+    for header in sorted(_PYX_DIR.glob("pg_*.h")):
+        src.write_text(f'#include "{header.name}"\nint main(void) {{ return 0; }}\n')
+        cmd = [cc, "-fsyntax-only", "-I", str(_PYX_DIR), str(src)]
+        if not dispatch:
+            cmd.insert(1, "-DPG_NO_DISPATCH")
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        assert done.returncode == 0, f"{header.name}:\n{done.stderr}"
