@@ -238,27 +238,21 @@ static inline void pg_lanes_put16(char *p0, ptrdiff_t nd, ptrdiff_t rs, ptrdiff_
                                   ptrdiff_t cs, __m256 a, __m256 b, int kind, int stream)
 {
     __m128i q[4];
-    char *p;
     if (kind == 0) {
         if (!stream) {
-            for (ptrdiff_t c = 0; c < nc; c++, p0 += cs) {
-                p = p0;
-                for (ptrdiff_t j = 0; j < nd; j++, p += rs) {
-                    _mm256_storeu_ps((float *)p, a);
-                    _mm256_storeu_ps((float *)p + 8, b);
-                }
-            }
+            PG_STORE_GRID(p0, nd, rs, nc, cs, {
+                _mm256_storeu_ps((float *)p, a);
+                _mm256_storeu_ps((float *)p + 8, b);
+            })
             return;
         }
         q[0] = _mm_castps_si128(_mm256_castps256_ps128(a));
         q[1] = _mm_castps_si128(_mm256_extractf128_ps(a, 1));
         q[2] = _mm_castps_si128(_mm256_castps256_ps128(b));
         q[3] = _mm_castps_si128(_mm256_extractf128_ps(b, 1));
-        for (ptrdiff_t c = 0; c < nc; c++, p0 += cs) {
-            p = p0;
-            for (ptrdiff_t j = 0; j < nd; j++, p += rs)
-                for (int i = 0; i < 4; i++) _mm_stream_si128((__m128i *)p + i, q[i]);
-        }
+        PG_STORE_GRID(p0, nd, rs, nc, cs, {
+            for (int i = 0; i < 4; i++) _mm_stream_si128((__m128i *)p + i, q[i]);
+        })
         return;
     }
     if (kind == 1) {
@@ -299,24 +293,17 @@ static inline void pg_lanes_put8(char *p0, ptrdiff_t nd, ptrdiff_t rs, ptrdiff_t
                                  ptrdiff_t cs, __m256 s, int kind, int stream)
 {
     __m128i q[2];
-    char *p;
     if (kind == 0) {
         if (!stream) {
-            for (ptrdiff_t c = 0; c < nc; c++, p0 += cs) {
-                p = p0;
-                for (ptrdiff_t j = 0; j < nd; j++, p += rs) _mm256_storeu_ps((float *)p, s);
-            }
+            PG_STORE_GRID(p0, nd, rs, nc, cs, { _mm256_storeu_ps((float *)p, s); })
             return;
         }
         q[0] = _mm_castps_si128(_mm256_castps256_ps128(s));
         q[1] = _mm_castps_si128(_mm256_extractf128_ps(s, 1));
-        for (ptrdiff_t c = 0; c < nc; c++, p0 += cs) {
-            p = p0;
-            for (ptrdiff_t j = 0; j < nd; j++, p += rs) {
-                _mm_stream_si128((__m128i *)p, q[0]);
-                _mm_stream_si128((__m128i *)p + 1, q[1]);
-            }
-        }
+        PG_STORE_GRID(p0, nd, rs, nc, cs, {
+            _mm_stream_si128((__m128i *)p, q[0]);
+            _mm_stream_si128((__m128i *)p + 1, q[1]);
+        })
         return;
     }
     q[0] = kind == 1 ? _mm256_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT) : pg_lanes_bf16(s);
