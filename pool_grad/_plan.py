@@ -475,18 +475,17 @@ MIXED_LANES = True
 MIXED_LANES_ELEMS = 1 << 20
 # small planes along a real D axis (3-D NCDHW) run as plane lanes too
 TSTORE_D = True
-# float32 plane lanes of PLANE_REGS_W to 16 columns (grad_output rows up to 14), at most
-# PLANE_REGS_TAPS windows a column, go one plane at a time, each row in two registers
-# (pg_plane.h), where the CPU has AVX2.  On the 2-vCPU EPYC (C = 8, 64, 256; 1 and 2
-# threads) they took, against the transposes' time, in cache (1 MB outputs): float32
+# plane lanes of PLANE_REGS_W (by element size) to 16 columns (grad_output rows up to 14),
+# at most PLANE_REGS_TAPS windows a column, go one plane at a time, each row in two
+# registers (pg_plane.h), where the CPU has AVX2.  On the 2-vCPU EPYC (C = 8, 64, 256; 1
+# and 2 threads) they took, against the transposes' time, in cache (1 MB outputs): float32
 # k3s2p1 and adaptive 0.56-0.82x from W = 10 to 16, 0.75-1.08x at 8, 1.2-2.5x below 8;
-# k3s1p1 (3 taps) 0.78-1.44x at 10 to 14; 16-bit k3s2p1 0.72-0.92x at 14 and 16,
-# adaptive 0.8-1.0x, the rest 1.0-3.4x.  Outputs larger than the cache (48 MB, streamed,
-# C = 64, 1 and 2 threads): float32 k3s2p1 0.63-0.70x at W = 10, 14, 16, adaptive
-# 0.73-0.84x.  16-bit rows stay with the transposes (the kernel takes them: the tests
-# force it)
+# k3s1p1 (3 taps) 0.78-1.44x at 10 to 14; 16-bit k3s2p1 0.72-0.92x at 14 and 16 (0.81-1.24x
+# at 10 and 12), adaptive 0.8-1.05x, the rest 1.0-3.4x.  Outputs larger than the cache
+# (48 MB, streamed, C = 64 and 256): float32 k3s2p1 0.63-0.70x at W = 10, 14, 16, adaptive
+# 0.73-0.84x; 16-bit k3s2p1 0.64-0.89x at W = 14 and 16, adaptive 0.91-1.0x
 PLANE_REGS = True
-PLANE_REGS_W = {4: 10}
+PLANE_REGS_W = {4: 10, 2: 14}
 PLANE_REGS_TAPS = 2
 
 
