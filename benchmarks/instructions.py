@@ -17,10 +17,10 @@ valgrind's callgrind with collection limited to the kernel's item functions:
 and read "Collected" (or `callgrind_annotate /tmp/cg.out` for the split by function).
 With --stream, the case takes the streaming-store paths that the full-size case takes
 where its output is larger than the last-level cache.
-Cases: k3s2p1, k3s2p1_nhwc, k2s2_f32, k2s2_f16, k2s2_bf16, global, adaptive,
-adaptive_ndhwc, adaptive_bf16, max7, max7_nhwc, max56_bf16 (the benchmark suite's shapes
-with N = 1; the max-pool cases count the index check and the scatter), and k3s2p1_bf16,
-k3s2p1_f16 (the first case in 16 bits).
+Cases: k3s2p1, k3s2p1_nhwc, k2s2_f32, k2s2_f16, k2s2_bf16, global, planes14,
+planes14_bf16, adaptive, adaptive_ndhwc, adaptive_bf16, max7, max7_nhwc, max56_bf16 (the
+benchmark suite's shapes with N = 1; the max-pool cases count the index check and the
+scatter), and k3s2p1_bf16, k3s2p1_f16 (the first case in 16 bits).
 Note: callgrind counts each byte of a `rep movsb` copy (glibc's memcpy for rows over a few
 KiB) as one instruction, which inflates the channels-last figures.
 """
@@ -89,6 +89,8 @@ CASES = {
     "k2s2_f16": lambda: avg((1, 256, 56, 56), 2, 2, 0, np.float16),
     "k2s2_bf16": lambda: avg((1, 256, 56, 56), 2, 2, 0, BF16),
     "global": lambda: avg((2, 2048, 7, 7), 7, 7, 0, np.float32),
+    "planes14": lambda: avg((1, 256, 14, 14), 3, 2, 1, np.float32),
+    "planes14_bf16": lambda: avg((1, 512, 14, 14), 2, 2, 0, BF16),
     "adaptive": lambda: adaptive((1, 32, 16, 64, 64), (4, 8, 8), np.float32),
     "adaptive_ndhwc": lambda: adaptive((1, 32, 16, 64, 64), (4, 8, 8), np.float32, True),
     "adaptive_bf16": lambda: adaptive((1, 32, 15, 63, 63), (4, 7, 7), BF16),
