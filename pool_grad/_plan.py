@@ -197,13 +197,15 @@ def taps(lo, hi, n_out):
     return np.ascontiguousarray(t.reshape(-1), dtype=np.int64)
 
 
-def item_runs(tp, width, hcover, n_out):
+def item_runs(tp, width, hcover, n_out, poly_free=False):
     """Run tables of the C item (pyx/pg_item.h): where each run of equal taps starts, then
     the width (a tap table of one tap per column only; else None), for each H index how
     many rows from it on have the same covering windows, whether a tap reaches the
-    sentinel slots after the n_out grad_output columns, and the spread tables of 16-bit
-    and of float32 rows (spread, or None).  Float32 rows whose runs average
-    SPREAD32_RUN columns or more keep the runs (a few broadcast stores a run)."""
+    sentinel slots after the n_out grad_output columns, the spread tables of 16-bit and of
+    float32 rows (spread, or None), and where ``poly_free`` (the row has no polyphase
+    interior) the tap spread of rows of several taps a column (tap_spread, or None).
+    Float32 rows whose runs average SPREAD32_RUN columns or more keep the runs (a few
+    broadcast stores a run)."""
     wrun = None
     if tp is not None and tp.shape[0] == width:
         wrun = np.concatenate(([0], np.flatnonzero(tp[1:] != tp[:-1]) + 1, [width]))
@@ -222,7 +224,8 @@ def item_runs(tp, width, hcover, n_out):
     sp32 = None
     if wrun is not None and width < SPREAD32_RUN * (len(wrun) - 1):
         sp32 = spread(tp, width, n_narrow, 4)
-    return wrun, hrun, sent, sp16, sp32
+    tsp = tap_spread(tp, width, n_out) if poly_free else None
+    return wrun, hrun, sent, sp16, sp32, tsp
 
 
 # float32 one-tap rows whose runs of equal taps average fewer columns than this are spread
@@ -269,6 +272,47 @@ def spread(tp, width, n_narrow, es):
         shuf[..., 1] = 2 * off + 1  # take from the upper copy of the values
     else:
         table[:, 1:].view(np.int32).reshape(len(first), 8)[:] = off
+    table = table.reshape(-1)
+    table.flags.writeable = False
+    return table, wide
+
+
+def tap_spread(tp, width, n_out):
+    """The E-row expansion of a W axis of m >= 2 taps a column (pg_item.h's
+    pg_tspread32_row), as m spreads: (table, wide), the table as 5 * m int64 per block of 8
+    columns (starting at 8 * i, the last at width - 8), for each tap slot its base value and
+    8 int32 offsets from it, as in spread.  A sentinel tap (a +0.0 slot, which only a first
+    tap is, or a -0.0 padding slot) has bit 31 of its offset set and is not loaded: the
+    first tap's sentinel is +0.0 and a later one adds nothing.  The slots' values come from
+    8 values at the base, or 16 (wide) where some slot of some block spans more than 8;
+    bases are lowered so that no block reads past the two sentinel slots after the row.
+    None where a slot spans more than 16 values, m < 2, or the row is narrower than a
+    block."""
+    if tp is None or width < 8:
+        return None
+    m = tp.shape[0] // width
+    if m < 2 or n_out + 2 < 8:
+        return None
+    t = tp.reshape(width, m)
+    first = np.minimum(np.arange(0, width, 8), width - 8)
+    tb = t[first[:, None] + np.arange(8)[None, :]]          # (blocks, 8, m)
+    real = tb < n_out
+    big = np.iinfo(np.int64).max
+    lo = np.where(real, tb, big).min(axis=1)                 # (blocks, m)
+    hi = np.where(real, tb, -1).max(axis=1)
+    lo = np.where(hi < 0, 0, lo)
+    span = int((hi - lo).max())
+    wide = span > 7
+    load = 16 if wide else 8
+    if span > 15 or n_out + 2 < load:
+        return None
+    base = np.minimum(lo, n_out + 2 - load)
+    off = np.where(real, tb - base[:, None, :], 0).astype(np.int64)
+    off = np.where(real, off, off | (1 << 31))
+    table = np.empty((len(first), m, 5), np.int64)
+    table[..., 0] = base
+    table[..., 1:].view(np.uint32).reshape(len(first), m, 8)[:] = (
+        off.transpose(0, 2, 1).astype(np.uint32))
     table = table.reshape(-1)
     table.flags.writeable = False
     return table, wide
@@ -721,7 +765,7 @@ def gather_geometry(spec, shape6, acc, n_cpu, folded=False, flat=1):
     poly = (polyphase(*covs[2], w_period)
             if lanes == 1 and ((w_period or 0) <= 2 or tp is None) else None)
     wts = tuple(np.ascontiguousarray(x, dtype=acc) for x in weights)
-    runs = item_runs(tp, w, covs[1], len(windows[2][0]))
+    runs = item_runs(tp, w, covs[1], len(windows[2][0]), poly is None and lanes == 1)
     for arr in tables + wts + runs[:2] + (tp,) + (poly[2:] if poly else ()):
         if arr is not None:
             arr.flags.writeable = False
@@ -816,7 +860,7 @@ def _flat_geometry(spec, shape6, acc, n_cpu, flat):
     whi = np.ascontiguousarray(((tables[5][:, None] - 1) * flat + lane + 1).reshape(-1))
     ftables = tables[:4] + (wlo, whi)
     fwts = wts[:2] + (np.ascontiguousarray(np.repeat(wts[2], flat)),)
-    fruns = item_runs(ftp, wl, (tables[2], tables[3]), n_out * flat)
+    fruns = item_runs(ftp, wl, (tables[2], tables[3]), n_out * flat, True)
     for arr in (wlo, whi, fwts[2], ftp) + fruns[:2]:
         if arr is not None:
             arr.flags.writeable = False

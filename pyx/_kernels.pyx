@@ -116,6 +116,8 @@ cdef extern from "pg_item.h" nogil:
         int spread_wide
         const int64_t* spread32
         int spread32_wide
+        const int64_t* tspread
+        int tspread_wide
     void pg_item_f32_run(const pg_item_f32* g, const float* gbase, float* xbase,
                          Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1,
                          float* grow, float* E, const float** rows, float* tmp)
@@ -1472,6 +1474,10 @@ cdef class AvgGatherKernel(PlannedKernel):
             if runs[4] is not None and kind == K_F32:
                 t = runs[4][0]; self.it.spread32 = &t[0]
                 self.it.spread32_wide = runs[4][1]
+            self.it.tspread, self.it.tspread_wide = NULL, 0
+            if runs[5] is not None:
+                t = runs[5][0]; self.it.tspread = &t[0]
+                self.it.tspread_wide = runs[5][1]
             if runs[0] is not None:
                 t = runs[0]; self.it.wrun = &t[0]
                 self.it.nrun = runs[0].shape[0] - 1

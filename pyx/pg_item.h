@@ -55,6 +55,8 @@ typedef struct {
     int spread_wide;       /* its blocks take from 16 values (else 8) */
     const int64_t *spread32;   /* m = 1: the float32 spread table, or NULL */
     int spread32_wide;
+    const int64_t *tspread;    /* m >= 2, P = 0: the tap spread (_plan.tap_spread), or NULL */
+    int tspread_wide;
 } pg_item_f32;
 
 /* the rows from ih on, before h1, with the same covering H windows as row ih */
@@ -119,6 +121,19 @@ static inline void pg_runs_u16_avx2(uint16_t *PG_RESTRICT dst, const uint16_t *P
     for (ptrdiff_t j = i < nrun ? run[i] : W; j < W; j++) dst[j] = src[tap[j]];
 }
 
+/* the 8 values of a spread block (5 int64 at t: the base, then 8 int32 offsets from it) */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline __m256 pg_spread8(const float *src, const int64_t *t, int wide, __m256i *ix)
+{
+    *ix = _mm256_loadu_si256((const __m256i *)(t + 1));
+    const float *s = src + t[0];
+    __m256 v = _mm256_permutevar8x32_ps(_mm256_loadu_ps(s), *ix);
+    if (wide)
+        v = _mm256_blendv_ps(v, _mm256_permutevar8x32_ps(_mm256_loadu_ps(s + 8), *ix),
+                             _mm256_castsi256_ps(_mm256_slli_epi32(*ix, 28)));
+    return v;
+}
+
 /*
  * A one-tap float32 row through its spread table (_plan.spread, W >= 8): dst[j] =
  * src[tap[j]], times k where `scaled`, eight columns at a time (the last block overlapping
@@ -134,13 +149,37 @@ static inline void pg_spread32_row(float *PG_RESTRICT dst, const float *PG_RESTR
     const __m256 kv = _mm256_set1_ps(k);
     for (ptrdiff_t j = 0;; j += 8, sp += 5) {
         if (j + 8 > W) j = W - 8;
-        const __m256i ix = _mm256_loadu_si256((const __m256i *)(sp + 1));
-        const float *s = src + sp[0];
-        __m256 v = _mm256_permutevar8x32_ps(_mm256_loadu_ps(s), ix);
-        if (wide)
-            v = _mm256_blendv_ps(v, _mm256_permutevar8x32_ps(_mm256_loadu_ps(s + 8), ix),
-                                 _mm256_castsi256_ps(_mm256_slli_epi32(ix, 28)));
+        __m256i ix;
+        const __m256 v = pg_spread8(src, sp, wide, &ix);
         _mm256_storeu_ps(dst + j, scaled ? _mm256_mul_ps(kv, v) : v);
+        if (j + 8 == W) break;
+    }
+}
+
+/*
+ * A row of m >= 2 taps a column through its tap spread (_plan.tap_spread, W >= 8): the
+ * column loop's sums, eight columns at a time (the last block overlapping the one before),
+ * each tap slot permuted from the 8 or 16 values at its base as in pg_spread32_row.  Bit 31
+ * of an offset marks a sentinel: +0.0 for a first tap, and a later one leaves the sum as it
+ * is (x + -0.0 is x).  The same bits as the column loop: rows of a few channels-last lanes
+ * merged into one, whose taps have no polyphase form.
+ */
+PG_TARGET_AVX2
+static inline void pg_tspread32_row(float *PG_RESTRICT dst, const float *PG_RESTRICT src,
+                                    const int64_t *sp, ptrdiff_t W, ptrdiff_t m, int wide,
+                                    float k)
+{
+    const __m256 kv = _mm256_set1_ps(k), zero = _mm256_setzero_ps();
+    for (ptrdiff_t j = 0;; j += 8, sp += 5 * m) {
+        if (j + 8 > W) j = W - 8;
+        __m256i ix;
+        __m256 v = pg_spread8(src, sp, wide, &ix);
+        v = _mm256_blendv_ps(v, zero, _mm256_castsi256_ps(ix));
+        for (ptrdiff_t t = 1; t < m; t++) {
+            const __m256 u = pg_spread8(src, sp + 5 * t, wide, &ix);
+            v = _mm256_blendv_ps(_mm256_add_ps(v, u), v, _mm256_castsi256_ps(ix));
+        }
+        _mm256_storeu_ps(dst + j, _mm256_mul_ps(kv, v));
         if (j + 8 == W) break;
     }
 }
@@ -157,6 +196,10 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
 #if PG_X86_DISPATCH
     if (avx && !g->P && g->spread32) {   /* one tap per column, short runs */
         pg_spread32_row(e, grow, g->spread32, W, g->spread32_wide, k, 1);
+        return;
+    }
+    if (avx && !g->P && g->tspread) {   /* several taps per column, no polyphase interior */
+        pg_tspread32_row(e, grow, g->tspread, W, m, g->tspread_wide, k);
         return;
     }
     if (avx && !g->P && g->wrun) {   /* one tap per column, no polyphase interior */

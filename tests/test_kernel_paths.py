@@ -1206,6 +1206,9 @@ FLAT_AVG = [
     ((2, 7, 10, 16), (4, 2), (2, 5), 0, False, True, -3),
     ((2, 12, 6, 10), 2, 2, 0, False, True, 0),
     ((1, 9, 7, 13), 2, 2, 0, True, True, 0),
+    ((2, 12, 6, 14), 3, 2, 1, False, True, 0),
+    ((1, 13, 5, 11), 3, 1, 1, True, False, 0),
+    ((1, 4, 6, 12), 4, 1, 2, False, True, 0),
 ]
 FLAT_ADAPTIVE = [((2, 3, 5, 9, 13), (3, 4, 6)), ((1, 5, 4, 8, 24), (2, 3, 8)),
                  ((1, 12, 4, 7, 16), (2, 4, 8)), ((2, 15, 3, 4, 12), (3, 2, 4))]
@@ -1217,7 +1220,8 @@ def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypa
     reference's values and the bits of the lane path (FLAT_LANES_MAX = 0), on 1 and 3
     threads; an output whose W and C do not merge (gaps between its columns) keeps the lane
     path.  The merged one-tap rows are spread from 8 and from 16 values (_plan.spread), in
-    both element sizes."""
+    both element sizes, and rows of 2, 3 and 4 taps a column through their tap spreads
+    (_plan.tap_spread, pg_tspread32_row) from 8 and 16 values."""
     rng = np.random.default_rng(24)
     calls = []
     for x_shape, k, s, p, ceil, cip, div in FLAT_AVG:
@@ -1250,6 +1254,16 @@ def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypa
         return v
 
     monkeypatch.setattr(_plan, "spread", spread_spy)
+    tap_spreads = set()
+    real_tap_spread = _plan.tap_spread
+
+    def tap_spread_spy(tp, width, n_out):
+        v = real_tap_spread(tp, width, n_out)
+        if v is not None:
+            tap_spreads.add((tp.shape[0] // width, v[1]))
+        return v
+
+    monkeypatch.setattr(_plan, "tap_spread", tap_spread_spy)
 
     def runs():
         outs = []
@@ -1273,11 +1287,43 @@ def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypa
 
     flat = runs()
     assert spreads == {(2, False), (2, True), (4, False), (4, True)}
+    assert tap_spreads == {(2, False), (2, True), (3, False), (3, True), (4, False)}
     monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 0)
     lanes = runs()
     assert not merged
     for a, b in zip(flat, lanes, strict=True):
         assert np.array_equal(a, b)
+
+
+def test_tap_spread_table_gives_back_the_taps():
+    """_plan.tap_spread: for each block of 8 columns and each tap slot, base + offset is the
+    column's tap, and bit 31 marks exactly the sentinel taps (+0.0 and -0.0 slots); no
+    block reads past the two sentinel slots."""
+    rng = np.random.default_rng(5)
+    wides = set()
+    for width, m, n_out in ((8, 2, 6), (13, 3, 7), (40, 2, 21), (37, 4, 12), (24, 2, 30),
+                            (30, 3, 40)):
+        lo = np.sort(rng.integers(0, n_out, width))
+        count = rng.integers(0, m + 1, width)
+        count[0] = m
+        count = np.minimum(count, n_out - lo)
+        tp = _plan.taps(lo, lo + count, n_out)
+        table, wide = _plan.tap_spread(tp, width, n_out)
+        wides.add(wide)
+        load = 16 if wide else 8
+        t = table.reshape(-1, m, 5)
+        off = t[..., 1:].copy().view(np.uint32).reshape(len(t), m, 8)
+        for b in range(len(t)):
+            j = min(8 * b, width - 8)
+            assert 0 <= t[b, 0, 0] and all(t[b, s, 0] + load <= n_out + 2 for s in range(m))
+            for s in range(m):
+                for c in range(8):
+                    tap = tp[(j + c) * m + s]
+                    sentinel = bool(off[b, s, c] >> 31)
+                    assert sentinel == (tap >= n_out)
+                    if not sentinel:
+                        assert t[b, s, 0] + (off[b, s, c] & 15) == tap
+    assert wides == {False, True}
 
 
 # 16-bit rows with overlapping D or H windows over one tap per column: the sums formed at
