@@ -107,7 +107,7 @@ cdef extern from "pg_item.h" nogil:
         Py_ssize_t stage, stage_cap
         int single
         int dup2
-        int dup2_nt
+        int pair_nt
         const int64_t* wrun
         Py_ssize_t nrun
         const int64_t* hrun
@@ -1335,7 +1335,7 @@ cdef class AvgGatherKernel(PlannedKernel):
     cdef object _keep
     cdef object _crun       # the column runs' table that g.lanes_crun points into
     # which C item runs the call: "", "rows", "region" (rows staged and streamed),
-    # "single" (one term per value; "single, streamed pairs" where k2s2's pairs of rows
+    # "single" (one term per value; "single, streamed pairs" where pairs of rows (k2s2)
     # stream) or "narrow" (16-bit sums at the output width, spread;
     # where the CPU has AVX2) from pg_item.h, or "lanes" (_lanes_rows, channels-last
     # float32 and 16-bit rows without E rows, where the CPU has AVX2); for the tests
@@ -1462,7 +1462,7 @@ cdef class AvgGatherKernel(PlannedKernel):
             # and a line if that is more
             self.it.stage = rows * g.W
             self.it.stage_cap = max(STAGE_BYTES, (g.W * 4 + 64 + 63) // 64 * 64)
-            self.it.single = self.it.dup2 = self.it.dup2_nt = 0
+            self.it.single = self.it.dup2 = self.it.pair_nt = 0
             t = runs[1]; self.it.hrun = &t[0]
             self.it.wrun, self.it.nrun = NULL, 0
             self.it.sent = runs[2]
@@ -1494,11 +1494,13 @@ cdef class AvgGatherKernel(PlannedKernel):
                 # stores, 1 and 2 threads, float32 and 16-bit (2-vCPU EPYC); not where
                 # planes under one D window are copied from the first (adaptive 2:1 in D:
                 # 1.3x, the copies read back what was streamed)
-                self.it.dup2_nt = (self.it.dup2 and big and (g.W * gi6.itemsize) % 16 == 0
+                spread = (self.it.spread if kind != K_F32 else self.it.spread32) != NULL
+                self.it.pair_nt = ((self.it.dup2 or spread) and big
+                                   and (g.W * gi6.itemsize) % 16 == 0
                                    and (g.xs[3] * gi6.itemsize) % 16 == 0
                                    and _max_run(dlo, dhi) == 1)
             g.item_f32 = &self.it
-            self.c_item = ("single, streamed pairs" if self.it.dup2_nt else
+            self.c_item = ("single, streamed pairs" if self.it.pair_nt else
                            "single" if self.it.single else
                            "narrow" if self.it.spread != NULL else
                            "region" if self.it.region else "rows")

@@ -44,8 +44,9 @@ typedef struct {
     int single;   /* one tap per column (m = 1) and at most one covering window per D and H
                    * index: each grad_input value is one (rounded, for 16-bit) product */
     int dup2;     /* single, and column w's tap is w / 2 (kernel = stride = 2 along W) */
-    int dup2_nt;  /* dup2: pairs of rows stored with streaming stores (W and the row step
-                   * 16-byte multiples, an output larger than the last-level cache) */
+    int pair_nt;  /* dup2 or spread rows: pairs of rows stored with streaming stores (W
+                   * and the row step 16-byte multiples, an output larger than the
+                   * last-level cache) */
     const int64_t *wrun;   /* m = 1: where each run of equal taps starts, then W; or NULL */
     ptrdiff_t nrun;
     const int64_t *hrun;   /* for each H index, how many rows from it on (to H) have the
@@ -121,6 +122,29 @@ static inline void pg_runs_u16_avx2(uint16_t *PG_RESTRICT dst, const uint16_t *P
     for (ptrdiff_t j = i < nrun ? run[i] : W; j < W; j++) dst[j] = src[tap[j]];
 }
 
+/* 32 bytes to dst, and to dst2 where it is not NULL; where nt, streamed as two 16-byte
+ * halves (dst and dst2 16-byte aligned) */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_store_pair(void *dst, void *dst2, __m256i v, int nt)
+{
+#if PG_HAVE_STREAM
+    if (nt) {
+        const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+        _mm_stream_si128((__m128i *)dst, lo);
+        _mm_stream_si128((__m128i *)dst + 1, hi);
+        if (dst2) {
+            _mm_stream_si128((__m128i *)dst2, lo);
+            _mm_stream_si128((__m128i *)dst2 + 1, hi);
+        }
+        return;
+    }
+#else
+    (void)nt;
+#endif
+    _mm256_storeu_si256((__m256i *)dst, v);
+    if (dst2) _mm256_storeu_si256((__m256i *)dst2, v);
+}
+
 /* the 8 values of a spread block (5 int64 at t: the base, then 8 int32 offsets from it) */
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
 static inline __m256 pg_spread8(const float *src, const int64_t *t, int wide, __m256i *ix)
@@ -152,6 +176,21 @@ static inline void pg_spread32_row(float *PG_RESTRICT dst, const float *PG_RESTR
         __m256i ix;
         const __m256 v = pg_spread8(src, sp, wide, &ix);
         _mm256_storeu_ps(dst + j, scaled ? _mm256_mul_ps(kv, v) : v);
+        if (j + 8 == W) break;
+    }
+}
+
+/* the same, unscaled, to the rows dst and dst2 (or dst alone where dst2 is NULL), streamed
+ * where nt (pg_store_pair) */
+PG_TARGET_AVX2
+static inline void pg_spread32_rows(float *dst, float *dst2, const float *PG_RESTRICT src,
+                                    const int64_t *sp, ptrdiff_t W, int wide, int nt)
+{
+    for (ptrdiff_t j = 0;; j += 8, sp += 5) {
+        if (j + 8 > W) j = W - 8;
+        __m256i ix;
+        const __m256i v = _mm256_castps_si256(pg_spread8(src, sp, wide, &ix));
+        pg_store_pair(dst + j, dst2 ? dst2 + j : NULL, v, nt);
         if (j + 8 == W) break;
     }
 }
@@ -644,8 +683,8 @@ static inline void pg_r_row_f32(float *r, const float *src, const float *ww, flo
  * shuffles, each zeroing the bytes of the other half (indices 16..31 carry into the sign
  * bit of the first, 0..15 borrow into that of the second), or-ed */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_spread16_row(uint16_t *dst, const uint16_t *r, const int64_t *sp,
-                                   ptrdiff_t W, int wide)
+static inline void pg_spread16_row(uint16_t *dst, uint16_t *dst2, const uint16_t *r,
+                                   const int64_t *sp, ptrdiff_t W, int wide, int nt)
 {
     const __m256i c70 = _mm256_set1_epi8(0x70), c16 = _mm256_set1_epi8(16);
     for (ptrdiff_t j = 0;; j += 16, sp += 5) {
@@ -662,7 +701,7 @@ static inline void pg_spread16_row(uint16_t *dst, const uint16_t *r, const int64
             v = _mm256_or_si256(_mm256_shuffle_epi8(a, _mm256_adds_epu8(c, c70)),
                                 _mm256_shuffle_epi8(b, _mm256_sub_epi8(c, c16)));
         }
-        _mm256_storeu_si256((__m256i *)(dst + j), v);
+        pg_store_pair(dst + j, dst2 ? dst2 + j : NULL, v, nt);
         if (j + 16 == W) break;
     }
 }
@@ -761,7 +800,7 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
             const int two = c >= 2 && g->dup2 && W >= b32;
             char *const dst2 = dst + step;
 #if PG_HAVE_STREAM
-            if (g->dup2_nt && c == 2 && ((uintptr_t)dst % 16u) == 0) {
+            if (g->pair_nt && g->dup2 && c == 2 && ((uintptr_t)dst % 16u) == 0) {
                 /* the pair streamed, 16 bytes to each row at a time (W * es a multiple of
                  * 16, so no store overlaps another) */
                 for (j = 0; j < W; j += b32) {
@@ -820,12 +859,17 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
                 }
                 j += blk;
             }
-            if (!two && j == 0 && es == 2 && g->spread) {
-                pg_spread16_row((uint16_t *)dst, (const uint16_t *)r, g->spread, W,
-                                g->spread_wide);
-            } else if (!two && j == 0 && es == 4 && g->spread32) {
-                pg_spread32_row((float *)dst, (const float *)r, g->spread32, W,
-                                g->spread32_wide, 1.0f, 0);
+            /* the spreads store the first two rows at once, streamed where pairs are */
+            int spread2 = 0;
+            if (!two && j == 0 && (es == 2 ? g->spread : g->spread32) != NULL) {
+                spread2 = c >= 2;
+                const int nt = g->pair_nt && c == 2 && ((uintptr_t)dst % 16u) == 0;
+                if (es == 2)
+                    pg_spread16_row((uint16_t *)dst, spread2 ? (uint16_t *)dst2 : NULL,
+                                    (const uint16_t *)r, g->spread, W, g->spread_wide, nt);
+                else
+                    pg_spread32_rows((float *)dst, spread2 ? (float *)dst2 : NULL,
+                                     (const float *)r, g->spread32, W, g->spread32_wide, nt);
             } else if (!two && j == 0 && g->wrun) {
                 if (es == 2)
                     pg_runs_u16_avx2((uint16_t *)dst, (const uint16_t *)r, tap, g->wrun,
@@ -846,7 +890,7 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
                     if (two) ((float *)dst2)[j] = v;
                 }
             }
-            const ptrdiff_t t0 = two ? 2 : 1;
+            const ptrdiff_t t0 = two || spread2 ? 2 : 1;
             if (c > t0) pg_copy_row_avx2(dst + t0 * step, step, c - t0, dst, W * es);
         }
     }
@@ -937,7 +981,7 @@ static inline void pg_item_narrow_body(const pg_item_f32 *g, const uint16_t *gba
                 _mm_storeu_si128((__m128i *)(R + j), o);
             }
             /* one row spread, the others (c rows in each of nd planes) copies of it */
-            pg_spread16_row((uint16_t *)dst, R, g->spread, W, g->spread_wide);
+            pg_spread16_row((uint16_t *)dst, NULL, R, g->spread, W, g->spread_wide, 0);
             if (c > 1) pg_copy_row_body(dst + step, step, c - 1, dst, W * 2);
             for (ptrdiff_t u = 1; u < nd; u++)
                 pg_copy_row_body(dst + u * dstep, step, c, dst, W * 2);

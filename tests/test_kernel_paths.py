@@ -1178,6 +1178,56 @@ def test_k2s2_pairs_streamed_give_the_same_bits(dtype, monkeypatch):
         assert np.array_equal(a, b)
 
 
+# channels-last C < 16 merged into W with k2s2 (x shape): pairs of rows spread from one
+# R row, rows of 16-byte multiples (streamed where big) and not (the last)
+SPREAD_PAIRS = [(2, 3, 8, 16), (1, 5, 6, 8), (1, 12, 4, 6), (1, 3, 6, 10)]
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16), BFLOAT16],
+                         ids=["f32", "f16", "bf16"])
+def test_spread_pairs_streamed_give_the_same_bits(dtype, monkeypatch):
+    """Pairs of k2s2 rows spread from one R row (_plan.spread, channels-last C < 16 merged
+    into W) and stored to both rows at once, with streaming stores where the output is
+    taken as larger than the last-level cache and rows are 16-byte multiples: the
+    reference's values and the bits of ordinary stores, on 1 and 2 threads, into a
+    contiguous output and one that starts an element past a 16-byte boundary."""
+    monkeypatch.setattr(_plan, "REGION_ROW_BYTES", 1 << 30)   # float32: not the region
+    rng = np.random.default_rng(29)
+    calls = []
+    for x_shape in SPREAD_PAIRS:
+        go, want = _channels_last_avg(dtype, rng, x_shape, 2, 2, 0, False, True, 0)
+        calls.append((go, x_shape, want, (x_shape[1] * x_shape[3] * dtype.itemsize) % 16 == 0))
+
+    def runs(big):
+        outs = []
+        for go, x_shape, want, streamed in calls:
+            n, c, h, w = x_shape
+            store = np.full(go.size * 4 + 64, 7, dtype)
+            skip = (-store.ctypes.data % 64) // dtype.itemsize
+            for start, nt in ((skip, 1), (skip, 2), (skip + 1, 2)):
+                out = store[start:start + n * h * w * c].reshape(n, h, w, c).transpose(0, 3, 1, 2)
+                op = pg.AvgPool2dBackward(go, out, 2, 2, 0, False, True, 0, 0, out)
+                assert op._kernel.c_item == ("single, streamed pairs" if big and streamed
+                                             else "single"), x_shape
+                store[:] = 7
+                op.execute(n_threads=nt)
+                with np.errstate(invalid="ignore"):
+                    np.testing.assert_allclose(out.astype(np.float64), want,
+                                               *tolerance(dtype))
+                assert np.all(store[:start] == 7) and np.all(store[start + out.size:] == 7)
+                outs.append(_bits(out))
+        return outs
+
+    plain = runs(False)
+    monkeypatch.setattr(_plan, "STREAM_BYTES", -1)
+    _plan.gather_geometry.cache_clear()
+    streamed = runs(True)
+    _plan.gather_geometry.cache_clear()
+    for a, b in zip(plain, streamed, strict=True):
+        assert np.array_equal(a, b)
+
+
 def test_runs_of_equal_windows():
     assert _kernels._max_run([0, 0, 1, 1, 1], [1, 1, 2, 2, 2]) == 3
     assert _kernels._max_run([0, 1, 2], [1, 2, 3]) == 1
