@@ -484,6 +484,7 @@ static inline void pg_lanes_copy(char *PG_RESTRICT dst, ptrdiff_t dstep,
 {
     if (dstep == nbytes && sstep == nbytes) {   /* one run */
         nbytes *= W;
+        dstep = sstep = nbytes;
         W = 1;
     }
 #if PG_HAVE_STREAM
