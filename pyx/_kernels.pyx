@@ -1484,21 +1484,26 @@ cdef class AvgGatherKernel(PlannedKernel):
             # R rows (pg_item.h) and a pointer each live where the E rows would (W floats
             # a row): (Wo + 2) values + 8 bytes, and up to 7 bytes of alignment
             if (g.m == 1 and (g.Wo + 2) * (4 if kind == K_F32 else 2) + 16 <= 4 * g.W
-                    and not self.it.region
                     and np.all(np.asarray(dhi) - np.asarray(dlo) <= 1)
                     and np.all(np.asarray(hhi) - np.asarray(hlo) <= 1)):
-                self.it.single = 1
-                self.it.dup2 = np.array_equal(np.asarray(taps), np.arange(g.W) // 2)
+                dup2 = np.array_equal(np.asarray(taps), np.arange(g.W) // 2)
                 # pairs of k2s2 rows streamed (pg_item.h): rows shorter than the region's
                 # (k2s2 56x56: 224 and 112 bytes) took 0.68-0.88x the time of ordinary
                 # stores, 1 and 2 threads, float32 and 16-bit (2-vCPU EPYC); not where
                 # planes under one D window are copied from the first (adaptive 2:1 in D:
                 # 1.3x, the copies read back what was streamed)
                 spread = (self.it.spread if kind != K_F32 else self.it.spread32) != NULL
-                self.it.pair_nt = ((self.it.dup2 or spread) and big
-                                   and (g.W * gi6.itemsize) % 16 == 0
-                                   and (g.xs[3] * gi6.itemsize) % 16 == 0
-                                   and _max_run(dlo, dhi) == 1)
+                pair_nt = ((dup2 or spread) and big
+                           and (g.W * gi6.itemsize) % 16 == 0
+                           and (g.xs[3] * gi6.itemsize) % 16 == 0
+                           and _max_run(dlo, dhi) == 1)
+                # float32 rows long enough for the region go as single rows where their
+                # pairs stream: 24-48 MB outputs, k2s2 NCHW 112x112, channels-last C = 3
+                # and 8 at 56x56 (spread rows) and adaptive 2:1 took 0.71-0.86x the
+                # region's time on 1 thread, 0.91-0.97x on 2 (2-vCPU EPYC)
+                if not self.it.region or pair_nt:
+                    self.it.single, self.it.dup2, self.it.pair_nt = 1, dup2, pair_nt
+                    self.it.region = 0
             g.item_f32 = &self.it
             self.c_item = ("single, streamed pairs" if self.it.pair_nt else
                            "single" if self.it.single else
