@@ -160,22 +160,21 @@ static inline __m256 pg_spread8(const float *src, const int64_t *t, int wide, __
 
 /*
  * A one-tap float32 row through its spread table (_plan.spread, W >= 8): dst[j] =
- * src[tap[j]], times k where `scaled`, eight columns at a time (the last block overlapping
+ * k * src[tap[j]], eight columns at a time (the last block overlapping
  * the one before), each block permuted from the 8 values at its base, or from the 16 there
  * (`wide`: two permutes, blended on bit 3 of the index).  The same products as the column
  * loop, for runs shorter than a store (channels-last rows of a few lanes merged into one).
  */
 PG_TARGET_AVX2
 static inline void pg_spread32_row(float *PG_RESTRICT dst, const float *PG_RESTRICT src,
-                                   const int64_t *sp, ptrdiff_t W, int wide, float k,
-                                   int scaled)
+                                   const int64_t *sp, ptrdiff_t W, int wide, float k)
 {
     const __m256 kv = _mm256_set1_ps(k);
     for (ptrdiff_t j = 0;; j += 8, sp += 5) {
         if (j + 8 > W) j = W - 8;
         __m256i ix;
         const __m256 v = pg_spread8(src, sp, wide, &ix);
-        _mm256_storeu_ps(dst + j, scaled ? _mm256_mul_ps(kv, v) : v);
+        _mm256_storeu_ps(dst + j, _mm256_mul_ps(kv, v));
         if (j + 8 == W) break;
     }
 }
@@ -234,7 +233,7 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
     const ptrdiff_t W = g->W, m = g->m;
 #if PG_X86_DISPATCH
     if (avx && !g->P && g->spread32) {   /* one tap per column, short runs */
-        pg_spread32_row(e, grow, g->spread32, W, g->spread32_wide, k, 1);
+        pg_spread32_row(e, grow, g->spread32, W, g->spread32_wide, k);
         return;
     }
     if (avx && !g->P && g->tspread) {   /* several taps per column, no polyphase interior */

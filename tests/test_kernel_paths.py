@@ -1119,6 +1119,9 @@ def test_lanes_row_pairs_stream_only_where_the_row_stride_is_aligned(dtype, case
 # no streaming there; 80 at float32)
 DUP2_AVG = [(2, 3, 8, 16), (1, 2, 6, 24), (1, 2, 4, 12), (1, 3, 7, 16), (1, 2, 4, 56),
             (1, 2, 6, 20)]
+# channels-last, C < 16 merged into W: rows of 16-byte multiples (streamed where big) and
+# not (the last)
+SPREAD_PAIRS = [(2, 3, 8, 16), (1, 5, 6, 8), (1, 12, 4, 6), (1, 3, 6, 10)]
 
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
@@ -1130,32 +1133,43 @@ def test_k2s2_pairs_streamed_give_the_same_bits(dtype, monkeypatch):
     values and the bits of ordinary stores, on 1 and 2 threads, into contiguous outputs
     and into one that starts an element past a 16-byte boundary (ordinary stores there,
     the plan unchanged); 3-D adaptive 2:1 along H and W too, streamed only where no D
-    window covers two planes (those planes are copied from the first)."""
+    window covers two planes (those planes are copied from the first); and channels-last
+    C < 16 merged into W (SPREAD_PAIRS), whose pairs are spread from one R row
+    (_plan.spread) to both rows at once."""
     monkeypatch.setattr(_plan, "FLAT_PLANE_W", {})   # the planes' own rows, not one row
+    monkeypatch.setattr(_plan, "REGION_ROW_BYTES", 1 << 30)   # float32: not the region
     rng = np.random.default_rng(27)
     calls = []
     for x_shape in DUP2_AVG:
         go, want = _channels_last_avg(dtype, rng, x_shape, 2, 2, 0, False, True, 0)
         go = np.ascontiguousarray(go)
         streamed = (x_shape[3] * dtype.itemsize) % 16 == 0
-        calls.append((go, x_shape, want, streamed, lambda go, x, out:
+        calls.append((go, x_shape, want, streamed, False, lambda go, x, out:
+                      pg.AvgPool2dBackward(go, x, 2, 2, 0, False, True, 0, 0, out)))
+    for x_shape in SPREAD_PAIRS:
+        go, want = _channels_last_avg(dtype, rng, x_shape, 2, 2, 0, False, True, 0)
+        streamed = (x_shape[1] * x_shape[3] * dtype.itemsize) % 16 == 0
+        calls.append((go, x_shape, want, streamed, True, lambda go, x, out:
                       pg.AvgPool2dBackward(go, x, 2, 2, 0, False, True, 0, 0, out)))
     for x_shape, o, streamed in [((1, 2, 3, 6, 16), (3, 3, 8), True),
                                  ((2, 2, 4, 6, 16), (2, 3, 8), False)]:
         go = np.ascontiguousarray(_special(x_shape[:2] + o, dtype, rng))
         with np.errstate(invalid="ignore"):
             want = ref_adaptive_avg_pool3d_backward(go, x_shape)
-        calls.append((go, x_shape, want, streamed,
+        calls.append((go, x_shape, want, streamed, False,
                       lambda go, x, out: pg.AdaptiveAvgPool3dBackward(go, x, out)))
 
     def runs(big):
         outs = []
-        for go, x_shape, want, streamed, make in calls:
+        for go, x_shape, want, streamed, last, make in calls:
             n = int(np.prod(x_shape))
             store = np.full(n + 64, 7, dtype)
             skip = (-store.ctypes.data % 64) // dtype.itemsize
             for start, nt in ((skip, 1), (skip, 2), (skip + 1, 2)):
                 out = store[start:start + n].reshape(x_shape)
+                if last:   # channels-last, the same elements
+                    n_, c_, h_, w_ = x_shape
+                    out = out.reshape(n_, h_, w_, c_).transpose(0, 3, 1, 2)
                 op = make(go, x_shape, out)
                 assert op._kernel.c_item == ("single, streamed pairs" if big and streamed
                                              else "single"), x_shape
@@ -1171,56 +1185,6 @@ def test_k2s2_pairs_streamed_give_the_same_bits(dtype, monkeypatch):
     plain = runs(False)
     monkeypatch.setattr(_plan, "STREAM_BYTES", -1)
     monkeypatch.setattr(functions, "_cache", {})
-    _plan.gather_geometry.cache_clear()
-    streamed = runs(True)
-    _plan.gather_geometry.cache_clear()
-    for a, b in zip(plain, streamed, strict=True):
-        assert np.array_equal(a, b)
-
-
-# channels-last C < 16 merged into W with k2s2 (x shape): pairs of rows spread from one
-# R row, rows of 16-byte multiples (streamed where big) and not (the last)
-SPREAD_PAIRS = [(2, 3, 8, 16), (1, 5, 6, 8), (1, 12, 4, 6), (1, 3, 6, 10)]
-
-
-@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
-@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16), BFLOAT16],
-                         ids=["f32", "f16", "bf16"])
-def test_spread_pairs_streamed_give_the_same_bits(dtype, monkeypatch):
-    """Pairs of k2s2 rows spread from one R row (_plan.spread, channels-last C < 16 merged
-    into W) and stored to both rows at once, with streaming stores where the output is
-    taken as larger than the last-level cache and rows are 16-byte multiples: the
-    reference's values and the bits of ordinary stores, on 1 and 2 threads, into a
-    contiguous output and one that starts an element past a 16-byte boundary."""
-    monkeypatch.setattr(_plan, "REGION_ROW_BYTES", 1 << 30)   # float32: not the region
-    rng = np.random.default_rng(29)
-    calls = []
-    for x_shape in SPREAD_PAIRS:
-        go, want = _channels_last_avg(dtype, rng, x_shape, 2, 2, 0, False, True, 0)
-        calls.append((go, x_shape, want, (x_shape[1] * x_shape[3] * dtype.itemsize) % 16 == 0))
-
-    def runs(big):
-        outs = []
-        for go, x_shape, want, streamed in calls:
-            n, c, h, w = x_shape
-            store = np.full(go.size * 4 + 64, 7, dtype)
-            skip = (-store.ctypes.data % 64) // dtype.itemsize
-            for start, nt in ((skip, 1), (skip, 2), (skip + 1, 2)):
-                out = store[start:start + n * h * w * c].reshape(n, h, w, c).transpose(0, 3, 1, 2)
-                op = pg.AvgPool2dBackward(go, out, 2, 2, 0, False, True, 0, 0, out)
-                assert op._kernel.c_item == ("single, streamed pairs" if big and streamed
-                                             else "single"), x_shape
-                store[:] = 7
-                op.execute(n_threads=nt)
-                with np.errstate(invalid="ignore"):
-                    np.testing.assert_allclose(out.astype(np.float64), want,
-                                               *tolerance(dtype))
-                assert np.all(store[:start] == 7) and np.all(store[start + out.size:] == 7)
-                outs.append(_bits(out))
-        return outs
-
-    plain = runs(False)
-    monkeypatch.setattr(_plan, "STREAM_BYTES", -1)
     _plan.gather_geometry.cache_clear()
     streamed = runs(True)
     _plan.gather_geometry.cache_clear()
