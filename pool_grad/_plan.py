@@ -367,6 +367,48 @@ def polyphase(lo, hi, period):
     return q0, q1, np.ascontiguousarray(c, np.int64), np.ascontiguousarray(m, np.int64)
 
 
+def poly_padded(lo, hi, period, poly, n_out, tp):
+    """The polyphase interior (q0, q1) of `poly` widened over the edge columns whose
+    covering windows are the interior's pattern cut off by the row's ends: those columns,
+    read from a grad_output row with -0.0 in the two slots before it and after it, sum
+    the interior's terms with -0.0 for the missing ones, which leaves every sum's bits as
+    the tap table's (x + -0.0 and -0.0 + x are x, NaN payloads included).  Only for
+    periods 1 and 2 and at most 3 terms a phase (pyx/pg_item.h's E-row formers read two
+    slots beyond the row on each side); not over a column that no window covers (+0.0,
+    not -0.0), and not past the row's end where an edge column left over takes the +0.0
+    slot (the formers put -0.0 there)."""
+    if poly is None:
+        return None
+    q0, q1, c, m = poly
+    if period not in (1, 2) or m.max() > 3:
+        return q0, q1
+    nq = len(lo) // period
+
+    def fits(q):
+        for r in range(period):
+            a, b = q + c[r], q + c[r] + m[r]
+            col = period * q + r
+            if a < -2 or b > n_out + 2:
+                return False
+            if lo[col] != max(a, 0) or hi[col] != min(b, n_out) or hi[col] <= lo[col]:
+                return False
+        return True
+
+    while q0 > 0 and fits(q0 - 1):
+        q0 -= 1
+    x1 = q1
+    while x1 < nq and fits(x1):
+        x1 += 1
+    if x1 > q1 and tp is not None:
+        # the edge columns left over may take the +0.0 slot n_out only where the widened
+        # interior does not read it
+        m_ = tp.shape[0] // len(lo)
+        rest = np.concatenate((tp[:period * q0 * m_], tp[period * x1 * m_:]))
+        if np.any(rest == n_out):
+            x1 = q1
+    return q0, x1
+
+
 # ---------------------------------------------------------------- layout
 
 def byte_span(a):
@@ -764,9 +806,11 @@ def gather_geometry(spec, shape6, acc, n_cpu, folded=False, flat=1):
     # windows) expand faster through the tap table where there is one
     poly = (polyphase(*covs[2], w_period)
             if lanes == 1 and ((w_period or 0) <= 2 or tp is None) else None)
+    if poly is not None:
+        poly = poly + poly_padded(*covs[2], w_period, poly, len(windows[2][0]), tp)
     wts = tuple(np.ascontiguousarray(x, dtype=acc) for x in weights)
     runs = item_runs(tp, w, covs[1], len(windows[2][0]), poly is None and lanes == 1)
-    for arr in tables + wts + runs[:2] + (tp,) + (poly[2:] if poly else ()):
+    for arr in tables + wts + runs[:2] + (tp,) + (poly[2:4] if poly else ()):
         if arr is not None:
             arr.flags.writeable = False
     terms = int((covs[0][1] - covs[0][0]).max()) * int((covs[1][1] - covs[1][0]).max())

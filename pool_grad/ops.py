@@ -97,11 +97,13 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     tables, taps, runs, poly, weights, bd, bh, rows, terms, scale_w = geometry
     n, c, d, h, w, lanes = gi6.shape
     # the kernel's scratch per thread (AvgGatherKernel.scratch_elems), with the float32
-    # region's stage (at most 2 * w + 600 elements) counted whether or not it is used
+    # region's stage (at most 2 * w + 600 elements) counted whether or not it is used, and
+    # the E-row formers' grow block wherever there is a polyphase interior
     scratch = (8 if go.dtype == np.float64 else 4) * (
         3 * terms + (go6.shape[4] + 2 + 2 * w + rows * w
                      + (2 * h * w + rows * (go6.shape[4] + 2) if tstore else 0)) * lanes
         + (rows * 16 * min(lanes, 16) if tstore else 0)
+        + (2 + rows * (go6.shape[4] + 4) if poly is not None else 0)
         + 2 * w + 600)
     v.memory_fits(scratch * _threads.CPU_COUNT, "grad_output", "scratch rows")
     nt = _threads.planned()

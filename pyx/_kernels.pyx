@@ -97,7 +97,8 @@ cdef extern from "pg_item.h" nogil:
         const int64_t* hlo
         const int64_t* hhi
         const int64_t* wtap
-        Py_ssize_t m, P, q0, q1
+        Py_ssize_t m, P, q0, q1, qx0, qx1, gblk
+        int gblk_rows
         const int64_t* pc
         const int64_t* pm
         const float* wd
@@ -231,6 +232,14 @@ cdef enum:
 cdef enum:
     LANES_COPY_BYTES = 131072
     LANES_COPY_MIN = 3
+
+# the item's E-row formers (pg_item.h) put all of an item's grad_output rows in their grow
+# block before expanding them where the interior is period 2 and rows are narrower than
+# this (grad_output values), and each row right before it is expanded otherwise.  On the
+# 2-vCPU EPYC (k3s2p1 float32, 24 MB, 1 and 2 threads) the block took 0.65-0.79x the time
+# of the one row at W = 20 to 32 (Wo = 10 to 16), 0.87-0.95x at 36, 0.95-1.07x from 40
+# to 112; k3s1p1 (period 1) 1.0-1.04x at 28 and 1.13-1.18x at 56 and 112
+GROW_BLOCK_WO = 19
 
 # cube_math_type roundings applied to grad_output on load (float32 storage only)
 cdef enum:
@@ -1455,6 +1464,7 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.it.dlo, self.it.dhi, self.it.hlo, self.it.hhi = g.dlo, g.dhi, g.hlo, g.hhi
             self.it.wtap, self.it.m = g.wtap, g.m
             self.it.P, self.it.q0, self.it.q1, self.it.pc, self.it.pm = g.P, g.q0, g.q1, g.pc, g.pm
+            self.it.qx0, self.it.qx1 = (poly[4], poly[5]) if g.P else (g.q0, g.q1)
             self.it.wd, self.it.wh = &self.wd_f[0], &self.wh_f[0]
             self.it.ww = &self.ww_f[0] if scale_w else NULL
             self.it.region = region and kind == K_F32
@@ -1504,6 +1514,10 @@ cdef class AvgGatherKernel(PlannedKernel):
                 if not self.it.region or pair_nt:
                     self.it.single, self.it.dup2, self.it.pair_nt = 1, dup2, pair_nt
                     self.it.region = 0
+            # the E-row formers' grow block (pg_item.h), after the E rows and the stage
+            self.it.gblk = rows * g.W + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
+                                         if self.it.region else 0)
+            self.it.gblk_rows = g.P == 2 and g.Wo <= GROW_BLOCK_WO
             g.item_f32 = &self.it
             self.c_item = ("single, streamed pairs" if self.it.pair_nt else
                            "single" if self.it.single else
@@ -1528,7 +1542,9 @@ cdef class AvgGatherKernel(PlannedKernel):
                               + ((2 * bh * g.W + rows * (g.Wo + 2)) * g.L if tstore else 0)
                               + (rows * 16 * min(g.L, PG_PLANE_CH) if g.plane_regs else 0)
                               + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
-                                 if g.item_f32 != NULL and self.it.region else 0))
+                                 if g.item_f32 != NULL and self.it.region else 0)
+                              + (2 + (rows if self.it.gblk_rows else 1) * (g.Wo + 4)
+                                 if g.item_f32 != NULL and (g.P == 1 or g.P == 2) else 0))
         # whole pairs of cache lines a thread: the channels-last rows' scratch (a few row
         # pointers) had put the threads' scratch in one line, which they then took turns
         # at (2-vCPU EPYC, C = 20, 14 x 14, 17 MB: 2 threads 1.17x the time of one, now

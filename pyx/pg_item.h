@@ -10,7 +10,7 @@
  * stores with the row-by-row line writer this replaced (benchmarks/RESULTS.md), and the
  * stage 0.88-1.01x the line writer's time on one thread, 0.92-1.08x on two, with 18 % fewer
  * instructions.  Where the W interior has period 2 (stride 2), the AVX2 item forms its E rows
- * in one loop per pair of phase term counts (pg_item_erows_poly2_avx2), and a grad_input row
+ * in one loop per pair of phase term counts (pg_item_erows_avx2), and a grad_input row
  * under one D window finds its E rows without the cover table: 27 % fewer instructions on
  * the k3s2p1 benchmark (benchmarks/instructions.py, 4.35 M -> 3.16 M).
  *
@@ -36,6 +36,13 @@ typedef struct {
     const int64_t *wtap;                   /* m taps per input column */
     ptrdiff_t m;
     ptrdiff_t P, q0, q1;                   /* polyphase interior [P*q0, P*q1), P = 0: none */
+    ptrdiff_t qx0, qx1;   /* the interior of the E-row formers (pg_item_erows_avx2, _h16):
+                           * [q0, q1) widened over edge columns whose windows the row's
+                           * ends cut off (_plan.poly_padded), read with -0.0 beyond them */
+    ptrdiff_t gblk;       /* their grow block, at E + gblk: 2 floats, then Wo + 4 for
+                           * each E row of the item (gblk_rows) or for one */
+    int gblk_rows;        /* all the item's rows go into the grow block before they are
+                           * expanded (else each row right before) */
     const int64_t *pc, *pm;
     const float *wd, *wh, *ww;             /* ww NULL: no W weights */
     int region;                            /* float32: stream an item's rows as one region */
@@ -290,6 +297,14 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
  * for each row, one loop per pair of phase term counts (pg_poly2_avx2_f32's blocks inline),
  * with the row loop's fields in registers.  The edge columns sum their taps left to right,
  * as pg_item_expand does for every m.
+ *
+ * The interior is the one widened over the edge columns that the row's ends cut off
+ * (g->qx0, g->qx1, _plan.poly_padded): it reads -0.0 from the two slots before and after
+ * each row for the missing terms.  All the item's grad_output rows go into the grow block
+ * first (W-weighted, with their slots), then are expanded from there: expanding each row
+ * right after storing it had most of its loads wait for the stores (a load that spans two
+ * stores still in flight is not forwarded from them), 0.76x the time on 28 x 28 planes
+ * k3s2p1 (2-vCPU EPYC).
  */
 #define PG_EROW_GROW(J)                                                                     \
     {                                                                                       \
@@ -297,35 +312,69 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
         if (ww) v_ = _mm256_mul_ps(v_, _mm256_loadu_ps(ww + (J)));                          \
         _mm256_storeu_ps(grow + (J), v_);                                                   \
     }
-/* the E rows of grad_output rows of SRC_T, each first put in grow (W-weighted) by FILL */
-#define PG_EROWS_ROWS(MA, MB, SRC_T, FILL)                                                  \
-    for (ptrdiff_t od = od0; od < od1; od++) {                                              \
-        for (ptrdiff_t oh = oh0; oh < oh1; oh++, e += W) {                                  \
-            const SRC_T *PG_RESTRICT src = gbase + od * gs2 + oh * gs3;                     \
-            const float k = wd[od] * wh[oh];                                                \
-            FILL                                                                            \
-            pg_item_edges(e, grow, wtap, m, 0, e0, k);                                      \
-            pg_item_edges(e, grow, wtap, m, e1, W, k);                                      \
-            const __m256 vk = _mm256_set1_ps(k);                                            \
-            float *const dst = e + e0;                                                      \
-            PG_POLY2_AVX2_LOOP(MA, MB)                                                      \
+/* the E rows of grad_output rows of SRC_T, each put in the grow block by FILL, the
+ * interior expanded by INTERIOR (from a, b to dst, times vk) */
+#define PG_EROWS_ROWS(SRC_T, FILL, INTERIOR)                                                \
+    {                                                                                       \
+        float *grow = gblk + 2;                                                             \
+        for (ptrdiff_t od = od0; od < od1 && gstep; od++) {                                 \
+            for (ptrdiff_t oh = oh0; oh < oh1; oh++, grow += gstep) {                       \
+                const SRC_T *PG_RESTRICT src = gbase + od * gs2 + oh * gs3;                 \
+                FILL                                                                        \
+                grow[Wo] = padr;                                                            \
+                grow[Wo + 1] = grow[Wo + 2] = grow[Wo + 3] = -0.0f;                         \
+            }                                                                               \
+        }                                                                                   \
+        grow = gblk + 2;                                                                    \
+        grow[Wo] = padr;                                                                    \
+        grow[Wo + 1] = -0.0f;                                                               \
+        for (ptrdiff_t od = od0; od < od1; od++) {                                          \
+            for (ptrdiff_t oh = oh0; oh < oh1; oh++, e += W, grow += gstep) {               \
+                const float k = wd[od] * wh[oh];                                            \
+                if (!gstep) {                                                               \
+                    const SRC_T *PG_RESTRICT src = gbase + od * gs2 + oh * gs3;             \
+                    FILL                                                                    \
+                }                                                                           \
+                pg_item_edges(e, grow, wtap, m, 0, e0, k);                                  \
+                pg_item_edges(e, grow, wtap, m, e1, W, k);                                  \
+                const __m256 vk = _mm256_set1_ps(k);                                        \
+                float *const dst = e + e0;                                                  \
+                const float *a = grow + q0 + pc0, *b = grow + q0 + pc1;                     \
+                (void)b;                                                                    \
+                INTERIOR                                                                    \
+            }                                                                               \
         }                                                                                   \
     }
-#define PG_EROWS_LOOP(MA, MB) \
-    PG_EROWS_ROWS(MA, MB, float, PG_FOR8_OVERLAP(j, Wo, PG_EROW_GROW(j)))
+#define PG_FILL_F32 PG_FOR8_OVERLAP(j, Wo, PG_EROW_GROW(j))
 /* 16-bit rows widened and W-weighted as the general 16-bit loop loads them */
-#define PG_EROWS_LOOP_H16(MA, MB)                                                           \
-    PG_EROWS_ROWS(MA, MB, uint16_t,                                                         \
-                  if (bf16) pg_load_bf16_avx2(grow, src, ww, Wo);                           \
-                  else pg_load_f16_avx2(grow, src, ww, Wo);)
-/* the fields both E-row formers use, as locals */
+#define PG_FILL_H16                                                                         \
+    if (bf16) pg_load_bf16_avx2(grow, src, ww, Wo);                                         \
+    else pg_load_f16_avx2(grow, src, ww, Wo);
+#define PG_EROWS2_F32(MA, MB) PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY2_AVX2_LOOP(MA, MB))
+#define PG_EROWS2_H16(MA, MB) PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY2_AVX2_LOOP(MA, MB))
+#define PG_EROWS1_F32(M) PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY1_AVX2_LOOP(M))
+#define PG_EROWS1_H16(M) PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY1_AVX2_LOOP(M))
+/* LOOP(M) for a period-1 interior's term count m (1 to 3) as a constant */
+#define PG_POLY1_CASES(m, LOOP)                                                             \
+    switch (m) {                                                                            \
+    case 1: LOOP(1) break;                                                                  \
+    case 2: LOOP(2) break;                                                                  \
+    default: LOOP(3) break;                                                                 \
+    }
+/* the fields both E-row formers use, as locals.  A row's slots after it: +0.0 (the tap
+ * tables' n_out slot) where the interior is not widened past the row's end, then -0.0
+ * (the tap tables' n_out + 1 slot), then the next row's two slots before it, -0.0 */
 #define PG_EROWS_LOCALS                                                                     \
-    const ptrdiff_t W = g->W, Wo = g->Wo, m = g->m, gs2 = g->gs2, gs3 = g->gs3;             \
-    const ptrdiff_t q0 = g->q0, nq = g->q1 - g->q0, e0 = 2 * g->q0, e1 = 2 * g->q1;         \
+    const ptrdiff_t W = g->W, Wo = g->Wo, m = g->m, gs2 = g->gs2, gs3 = g->gs3, P = g->P;   \
+    const ptrdiff_t q0 = g->qx0, nq = g->qx1 - g->qx0, e0 = P * g->qx0, e1 = P * g->qx1;    \
+    const ptrdiff_t pc0 = g->pc[0], pc1 = P > 1 ? g->pc[1] : 0;                             \
+    const ptrdiff_t gstep = g->gblk_rows ? Wo + 4 : 0;                                      \
     const int64_t *PG_RESTRICT wtap = g->wtap;                                              \
     const float *PG_RESTRICT ww = g->ww, *PG_RESTRICT wd = g->wd, *PG_RESTRICT wh = g->wh;  \
-    const float *a = grow + q0 + g->pc[0], *b = grow + q0 + g->pc[1];                       \
-    float *PG_RESTRICT e = E;
+    float *const gblk = E + g->gblk;                                                        \
+    const float padr = g->qx1 > g->q1 ? -0.0f : 0.0f;                                       \
+    float *PG_RESTRICT e = E;                                                               \
+    gblk[0] = gblk[1] = -0.0f;
 
 /* columns j0..j1 of an E row through their m taps each */
 PG_ALWAYS_INLINE
@@ -346,24 +395,38 @@ static inline void pg_item_edges(float *PG_RESTRICT e, const float *PG_RESTRICT 
 }
 
 PG_TARGET_AVX2
-static void pg_item_erows_poly2_avx2(const pg_item_f32 *g, const float *gbase, ptrdiff_t od0,
-                                     ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1,
-                                     float *PG_RESTRICT grow, float *PG_RESTRICT E)
+static void pg_item_erows_avx2(const pg_item_f32 *g, const float *gbase, ptrdiff_t od0,
+                               ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1, float *PG_RESTRICT E)
 {
     PG_EROWS_LOCALS
-    PG_POLY2_CASES(g->pm[0], g->pm[1], PG_EROWS_LOOP)
+    if (P == 1)
+        PG_POLY1_CASES(g->pm[0], PG_EROWS1_F32)
+    else
+        PG_POLY2_CASES(g->pm[0], g->pm[1], PG_EROWS2_F32)
 }
 
 /* the same E rows from 16-bit grad_output rows */
 __attribute__((target("avx2,f16c")))
-static void pg_item_erows_poly2_h16(const pg_item_f32 *g, const uint16_t *gbase, ptrdiff_t od0,
-                                    ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1,
-                                    float *PG_RESTRICT grow, float *PG_RESTRICT E, int bf16)
+static void pg_item_erows_h16(const pg_item_f32 *g, const uint16_t *gbase, ptrdiff_t od0,
+                              ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1,
+                              float *PG_RESTRICT E, int bf16)
 {
     PG_EROWS_LOCALS
-    PG_POLY2_CASES(g->pm[0], g->pm[1], PG_EROWS_LOOP_H16)
+    if (P == 1)
+        PG_POLY1_CASES(g->pm[0], PG_EROWS1_H16)
+    else
+        PG_POLY2_CASES(g->pm[0], g->pm[1], PG_EROWS2_H16)
 }
 #endif
+
+/* whether the item's E rows go through pg_item_erows_avx2 / _h16: a period-2 interior
+ * (pg_poly2_ok) or a period-1 one of 1 to 3 terms, at least eight columns a phase, and
+ * grad_output rows at least eight wide */
+static inline int pg_item_erows_ok(const pg_item_f32 *g)
+{
+    return g->Wo >= 8 && g->qx1 - g->qx0 >= 8
+           && (pg_poly2_ok(g->P, g->pm) || (g->P == 1 && g->pm[0] >= 1 && g->pm[0] <= 3));
+}
 
 /* the E rows covering grad_input row (idd, ih), od-major, into rows: their count.  One D
  * row and at most three H rows (every 2-D case) are consecutive E rows, set without a loop */
@@ -428,9 +491,43 @@ static inline void pg_item_copy(float *PG_RESTRICT dst, const float *PG_RESTRICT
 }
 
 #if PG_X86_DISPATCH
-#define pg_item_erows_poly2 pg_item_erows_poly2_avx2
+/*
+ * A grad_input row of nr >= 2 E rows, eight columns at a time, the last eight again where
+ * W is not a multiple of eight (overlapping: the same values; dst is none of the rows):
+ * the adds of the column loop, left to right, without its vectorised loop's prologue and
+ * scalar epilogue, which cost more than the adds on rows of a few dozen columns.
+ */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_sum_rows_f32_avx2(float *PG_RESTRICT dst, const float *PG_RESTRICT r0,
+                                        const float *PG_RESTRICT r1,
+                                        const float *PG_RESTRICT r2, const float **rows,
+                                        ptrdiff_t nr, ptrdiff_t W)
+{
+    if (nr == 2) {
+        PG_FOR8_OVERLAP(j, W, {
+            _mm256_storeu_ps(dst + j, _mm256_add_ps(_mm256_loadu_ps(r0 + j),
+                                                    _mm256_loadu_ps(r1 + j)));
+        })
+    } else if (nr == 3) {
+        PG_FOR8_OVERLAP(j, W, {
+            const __m256 v = _mm256_add_ps(_mm256_loadu_ps(r0 + j), _mm256_loadu_ps(r1 + j));
+            _mm256_storeu_ps(dst + j, _mm256_add_ps(v, _mm256_loadu_ps(r2 + j)));
+        })
+    } else {
+        PG_FOR8_OVERLAP(j, W, {
+            __m256 v = _mm256_add_ps(_mm256_loadu_ps(r0 + j), _mm256_loadu_ps(r1 + j));
+            v = _mm256_add_ps(v, _mm256_loadu_ps(r2 + j));
+            for (ptrdiff_t r = 3; r < nr; r++) v = _mm256_add_ps(v, _mm256_loadu_ps(rows[r] + j));
+            _mm256_storeu_ps(dst + j, v);
+        })
+    }
+}
+
+#define pg_item_erows pg_item_erows_avx2
+#define pg_item_sum_rows pg_sum_rows_f32_avx2
 #else
-#define pg_item_erows_poly2(...) ((void)0)   /* AVX is 0 in every item of this build */
+#define pg_item_erows(...) ((void)0)   /* AVX is 0 in every item of this build */
+#define pg_item_sum_rows(...) ((void)0)
 #endif
 
 #define PG_DEFINE_ITEM(NAME, ATTR, REGION, AVX)                                             \
@@ -447,8 +544,8 @@ ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,   
     ptrdiff_t j;                                                                            \
     grow[Wo] = 0.0f;          /* an empty cover */                                          \
     grow[Wo + 1] = -0.0f;     /* a padding tap */                                           \
-    if (AVX && Wo >= 8 && pg_poly2_ok(g->P, g->pm) && g->q1 - g->q0 >= 8)                   \
-        pg_item_erows_poly2(g, gbase, od0, od1, oh0, oh1, grow, E);                         \
+    if (AVX && pg_item_erows_ok(g))                                                         \
+        pg_item_erows(g, gbase, od0, od1, oh0, oh1, E);                                     \
     else                                                                                    \
     for (ptrdiff_t od = od0; od < od1; od++) {                                              \
         for (ptrdiff_t oh = oh0; oh < oh1; oh++) {                                          \
@@ -494,6 +591,8 @@ ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,   
                 memset(dst, 0, (size_t)W * sizeof(float));                                  \
             } else if (nr == 1) {                                                           \
                 pg_item_copy(dst, r0, W, AVX);                                              \
+            } else if (AVX && W >= 8) {                                                     \
+                pg_item_sum_rows(dst, r0, r1, r2, rows, nr, W);                             \
             } else if (nr == 2) {                                                           \
                 for (j = 0; j < W; j++) dst[j] = r0[j] + r1[j];                             \
             } else {                                                                        \
@@ -1027,8 +1126,8 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
         else pg_item_narrow_body(g, gbase, xbase, d0, d1, h0, h1, E, rows, (uint16_t *)tmp, 0);
         return;
     }
-    if (Wo >= 8 && pg_poly2_ok(g->P, g->pm) && g->q1 - g->q0 >= 8) {
-        pg_item_erows_poly2_h16(g, gbase, od0, od1, oh0, oh1, grow, E, bf16);
+    if (pg_item_erows_ok(g)) {
+        pg_item_erows_h16(g, gbase, od0, od1, oh0, oh1, E, bf16);
     } else {
         for (ptrdiff_t od = od0; od < od1; od++) {
             for (ptrdiff_t oh = oh0; oh < oh1; oh++) {

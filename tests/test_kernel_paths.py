@@ -623,6 +623,69 @@ def test_avx2_loops_give_the_same_bits_as_baseline(dtype, request):
         assert np.array_equal(a, b)
 
 
+# period-2 and period-1 interiors widened over the edge columns (_plan.poly_padded): the
+# E-row formers read -0.0 beyond the grad_output row for the windows' missing terms.  Right
+# edge (k3s2p1), left edge (k3s2p0), both (k5s2p2, k4s2p1, k3s1p1, k2s1p0), an odd width
+# (a last column left to the taps), ceil_mode, W weights (count_include_pad=False), and a
+# row not widened at its right end because a column there is uncovered (k3s2p0, W even,
+# last); rows put in the grow block together (period 2, Wo < 20) and one at a time
+PADDED_POLY = [  # (x shape, kernel, stride, padding, ceil_mode, count_include_pad)
+    ((2, 3, 9, 28), 3, 2, 1, False, True),
+    ((1, 2, 5, 44), 3, 2, 1, False, True),
+    ((1, 2, 7, 29), 3, 2, 0, False, True),
+    ((1, 3, 8, 28), 5, 2, 2, False, False),
+    ((2, 2, 6, 33), 4, 2, 1, True, True),
+    ((1, 2, 5, 34), 3, 2, 1, True, False),
+    ((2, 3, 7, 21), 3, 1, 1, False, True),
+    ((1, 2, 6, 17), 2, 1, 0, False, True),
+    ((1, 3, 6, 30), 3, 1, 1, True, False),
+    ((1, 2, 6, 30), 3, 2, 0, False, True),
+]
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_widened_poly_interior_gives_the_tap_tables_bits(dtype, request):
+    """Signed zeros, infinities and a NaN in every edge column of grad_output: the widened
+    interior's sums (with -0.0 for the terms beyond the row) have the bits of the baseline
+    loops, which sum the tap table's terms."""
+    widened = 0
+    for x_shape, k, s, p, ceil, cip in PADDED_POLY:
+        y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, s, p, ceil_mode=ceil,
+                          count_include_pad=cip)
+        st, en, _ = _plan.avg_windows(x_shape[-1], y.shape[-1], k, s, p, cip)
+        lo, hi = _plan.cover(st, en, x_shape[-1])
+        poly = _plan.polyphase(lo, hi, s)
+        q0, q1 = _plan.poly_padded(lo, hi, s, poly, y.shape[-1],
+                                   _plan.taps(lo, hi, y.shape[-1]))
+        widened += (q0, q1) != poly[:2]
+        assert q1 - q0 >= 8, x_shape
+
+    def runs():
+        outs = []
+        rng = np.random.default_rng(31)
+        for x_shape, k, s, p, ceil, cip in PADDED_POLY:
+            y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, s, p, ceil_mode=ceil,
+                              count_include_pad=cip)
+            go = make_array(y.shape, dtype, rng)
+            wo = go.shape[-1]
+            for j, col in enumerate((0, 1, wo - 2, wo - 1)):
+                go[..., j % go.shape[-2], col] = (-0.0, 0.0, -np.inf, np.inf)[j]
+                go[..., (j + 2) % go.shape[-2], col] = -0.0
+            go[0, 0, -1, -1] = np.nan
+            go[0, -1, 0, 0] = np.nan
+            for layout in ("c", "sliced"):
+                out = empty_out(x_shape, dtype, layout)
+                pg.avg_pool2d_backward(as_layout(go, layout), x_shape, k, s, p,
+                                       ceil_mode=ceil, count_include_pad=cip, out=out,
+                                       n_threads=1)
+                outs.append(_bits(out))
+        return outs
+
+    assert widened == len(PADDED_POLY) - 1
+    _same_bits_after(request, "baseline_simd", runs)
+
+
 # small NCHW planes run with C as lanes (_plan.gather_views6's tstore): grad_output rows
 # gathered and grad_input rows stored eight planes by eight values through transposes
 # (pg_tpose.h).  C a multiple of 8, C = 13 and 20 (the last 8 lanes overlapping), C = 5
