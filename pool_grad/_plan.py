@@ -171,6 +171,12 @@ def streaming(out6, threads):
 # 1.18-1.23x through the stage (it takes them from the one-term item, pg_item.h's `single`),
 # the k3s2p1 case's 448-byte rows 0.8x (2-vCPU EPYC)
 REGION_ROW_BYTES = 256
+# ... and this for small planes folded into D whose windows overlap (each item's block of
+# rows is then whole planes, one run in memory): on the 2-vCPU EPYC (64 planes, 24 MB
+# float32 outputs, 1 and 2 threads) k3s2p1 took 0.76-0.93x the time of ordinary stores at
+# W = 24 to 56 (rows of 96 to 224 bytes), k3s1p1 0.92-1.02x; adaptive 3-D windows (a D axis
+# of their own, not folded) took 0.70-0.78x on one thread but 1.08-1.42x on two
+FOLDED_REGION_ROW_BYTES = 64
 
 
 def streaming_region(out6, threads, min_row=None):

@@ -68,8 +68,8 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     """Plan the separable average-pool gradient of one call (geometry from the cache)."""
     fill = _plan.constant_planes(spec)
     flat = _plan.flat_plane_ok(spec)
-    go6, gi6, tstore, folded = _plan.gather_views6(go, gi, n_spatial, fill,
-                                                   _plan.disjoint_windows(spec), flat)
+    disjoint = _plan.disjoint_windows(spec)
+    go6, gi6, tstore, folded = _plan.gather_views6(go, gi, n_spatial, fill, disjoint, flat)
     acc = np.dtype(_acc_dtype(go.dtype))
     geometry = None
     lanes = gi6.shape[5]
@@ -110,7 +110,9 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     return _kernels.AvgGatherKernel(go6, gi6, _plan.KINDS[go.dtype], rnd, tables, taps,
                                     runs, poly, weights, bd, bh, rows, terms, scale_w,
                                     _plan.streaming(gi6, nt), tstore, fill,
-                                    _plan.streaming_region(gi6, nt),
+                                    _plan.streaming_region(
+                                        gi6, nt, _plan.FOLDED_REGION_ROW_BYTES
+                                        if folded and not disjoint else None),
                                     _plan.streaming_region(gi6, nt, 0),
                                     tstore and _plan.plane_regs(w, gi6.itemsize, taps))
 

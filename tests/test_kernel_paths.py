@@ -136,6 +136,7 @@ def stream_regions(monkeypatch):
     monkeypatch.setattr(_plan, "STREAM_BYTES", -1)
     monkeypatch.setattr(_plan, "STREAM_ROW_BYTES", 1 << 62)
     monkeypatch.setattr(_plan, "REGION_ROW_BYTES", 0)
+    monkeypatch.setattr(_plan, "FOLDED_REGION_ROW_BYTES", 0)
     monkeypatch.setattr(functions, "_cache", {})
 
 
