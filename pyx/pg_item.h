@@ -1154,18 +1154,25 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
         for (ptrdiff_t ih = h0; ih < h1; ih++) {
             uint16_t *dst = plane + ih * xs3;
             const ptrdiff_t p = hlo[ih], nh = hhi[ih] - p;
+            const float *r0, *r1, *r2;
             ptrdiff_t nr;
             if (nd == 1 && nh <= 3) {   /* consecutive E rows, set without the table */
                 nr = nh > 0 ? nh : 0;
-                rows[0] = E + (eb + p) * W;
-                rows[1] = rows[0] + W;
-                rows[2] = rows[1] + W;
+                r0 = E + (eb + p) * W;
+                r1 = r0 + W;
+                r2 = r1 + W;
+                rows[0] = r0;   /* for the scalar loop of rows under 8 values */
+                rows[1] = r1;
+                rows[2] = r2;
             } else {
                 nr = pg_item_cover(g, E, od0, oh0, noh, idd, ih, rows);
+                r0 = rows[0];
+                r1 = nr > 1 ? rows[1] : r0;
+                r2 = nr > 2 ? rows[2] : r0;
             }
             if (nr == 0) memset(dst, 0, (size_t)W * sizeof(uint16_t));   /* +0.0 in both */
-            else if (bf16) pg_combine_bf16_avx2(dst, rows, nr, W);
-            else pg_combine_f16_avx2(dst, rows, nr, W);
+            else if (bf16) pg_combine_bf16_inline(dst, r0, r1, r2, rows, nr, W);
+            else pg_combine_f16_inline(dst, r0, r1, r2, rows, nr, W);
             /* the rows after it with the same covering windows have the same E rows and
              * the same sum: its rounded values again (stride >= kernel, adaptive windows) */
             const ptrdiff_t c = hrun[ih] < h1 - ih ? hrun[ih] : h1 - ih;   /* pg_item_hrun */

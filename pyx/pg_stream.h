@@ -575,11 +575,10 @@ static inline __m256 pg_combine8_avx2(const float *r0, const float *r1, const fl
 }
 
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_combine_bf16_body(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
-                                        ptrdiff_t n)
+static inline void pg_combine_bf16_body(uint16_t *dst, const float *r0, const float *r1,
+                                        const float *r2, const float *const *rows,
+                                        ptrdiff_t nr, ptrdiff_t n)
 {
-    const float *const r0 = rows[0], *const r1 = nr > 1 ? rows[1] : rows[0];
-    const float *const r2 = nr > 2 ? rows[2] : rows[0];
     ptrdiff_t j = 0;
     /* sixteen at a time: two rounded blocks packed into one 32-byte store; a row of 16 or
      * more ends with a block that overlaps the one before (equal values again) */
@@ -602,27 +601,38 @@ static inline void pg_combine_bf16_body(uint16_t *dst, const float *const *rows,
     }
 }
 
-PG_TARGET_AVX2
-static void pg_combine_bf16_avx2(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
-                                 ptrdiff_t n)
+/* a row of the sum of nr rows (r0, r1, r2 the first three, or r0 where there are fewer;
+ * rows[] all of them), rounded to bfloat16; inlined where rows are formed (pg_item.h's
+ * 16-bit item), so that the first three rows stay in registers and a row costs no call */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_combine_bf16_inline(uint16_t *dst, const float *r0, const float *r1,
+                                          const float *r2, const float *const *rows,
+                                          ptrdiff_t nr, ptrdiff_t n)
 {
     if (n < 8) {
         for (ptrdiff_t j = 0; j < n; j++) dst[j] = pg_f32_to_bf16(pg_combine1_f32(rows, nr, j));
         return;
     }
     /* the common term counts as constants, so the loops carry no test on them */
-    if (nr == 1) pg_combine_bf16_body(dst, rows, 1, n);
-    else if (nr == 2) pg_combine_bf16_body(dst, rows, 2, n);
-    else if (nr == 3) pg_combine_bf16_body(dst, rows, 3, n);
-    else pg_combine_bf16_body(dst, rows, nr, n);
+    if (nr == 1) pg_combine_bf16_body(dst, r0, r0, r0, rows, 1, n);
+    else if (nr == 2) pg_combine_bf16_body(dst, r0, r1, r0, rows, 2, n);
+    else if (nr == 3) pg_combine_bf16_body(dst, r0, r1, r2, rows, 3, n);
+    else pg_combine_bf16_body(dst, r0, r1, r2, rows, nr, n);
+}
+
+PG_TARGET_AVX2
+static void pg_combine_bf16_avx2(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
+                                 ptrdiff_t n)
+{
+    pg_combine_bf16_inline(dst, rows[0], nr > 1 ? rows[1] : rows[0],
+                           nr > 2 ? rows[2] : rows[0], rows, nr, n);
 }
 
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_combine_f16_body(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
-                                       ptrdiff_t n)
+static inline void pg_combine_f16_body(uint16_t *dst, const float *r0, const float *r1,
+                                       const float *r2, const float *const *rows,
+                                       ptrdiff_t nr, ptrdiff_t n)
 {
-    const float *const r0 = rows[0], *const r1 = nr > 1 ? rows[1] : rows[0];
-    const float *const r2 = nr > 2 ? rows[2] : rows[0];
     PG_FOR8_OVERLAP(j, n, {
         _mm_storeu_si128((__m128i *)(dst + j),
                          _mm256_cvtps_ph(pg_combine8_avx2(r0, r1, r2, rows, nr, j),
@@ -630,19 +640,29 @@ static inline void pg_combine_f16_body(uint16_t *dst, const float *const *rows, 
     })
 }
 
-__attribute__((target("avx2,f16c")))
-static void pg_combine_f16_avx2(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
-                                ptrdiff_t n)
+/* the same rounded to float16 */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_combine_f16_inline(uint16_t *dst, const float *r0, const float *r1,
+                                         const float *r2, const float *const *rows,
+                                         ptrdiff_t nr, ptrdiff_t n)
 {
     if (n < 8) {
         for (ptrdiff_t j = 0; j < n; j++)
             dst[j] = _cvtss_sh(pg_combine1_f32(rows, nr, j), _MM_FROUND_TO_NEAREST_INT);
         return;
     }
-    if (nr == 1) pg_combine_f16_body(dst, rows, 1, n);
-    else if (nr == 2) pg_combine_f16_body(dst, rows, 2, n);
-    else if (nr == 3) pg_combine_f16_body(dst, rows, 3, n);
-    else pg_combine_f16_body(dst, rows, nr, n);
+    if (nr == 1) pg_combine_f16_body(dst, r0, r0, r0, rows, 1, n);
+    else if (nr == 2) pg_combine_f16_body(dst, r0, r1, r0, rows, 2, n);
+    else if (nr == 3) pg_combine_f16_body(dst, r0, r1, r2, rows, 3, n);
+    else pg_combine_f16_body(dst, r0, r1, r2, rows, nr, n);
+}
+
+__attribute__((target("avx2,f16c")))
+static void pg_combine_f16_avx2(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
+                                ptrdiff_t n)
+{
+    pg_combine_f16_inline(dst, rows[0], nr > 1 ? rows[1] : rows[0],
+                          nr > 2 ? rows[2] : rows[0], rows, nr, n);
 }
 #endif
 
