@@ -493,8 +493,11 @@ TSTORE_ELEMS = 1 << 17
 # folded planes' time: float32 k3s2p1 0.48-0.79x up to W = 16, 0.85-1.11x at 24-32,
 # k3s1p1 0.70-0.94x up to 16, 1.0-1.22x past it; 16-bit k3s2p1 and k3s1p1 0.24-0.80x up
 # to W = 32; disjoint windows (k2s2), whose folded planes copy each value without sums,
-# 0.35-0.42x for 16-bit below W = 16 and 1.2-2.4x from it, float32 1.2-1.4x from W = 12
-TSTORE_W_FAST = {(4, True): 12, (4, False): 17, (2, True): 16, (2, False): 33}
+# 0.35-0.42x for 16-bit below W = 16 and 1.2-2.4x from it, float32 1.2-1.4x from W = 12.
+# Since the 16-bit rows' sums are inlined (pg_item.h), overlapping windows in 16 bits
+# take 0.69-0.98x the lanes' time from W = 28 (k3s2p1, k3s1p1; 24 MB, 1 and 2 threads),
+# at W = 24 0.85-1.16x, at 20 1.12-1.35x
+TSTORE_W_FAST = {(4, True): 12, (4, False): 17, (2, True): 16, (2, False): 28}
 
 
 # channels-last lanes fewer than this (C < 16) are merged into the W axis where the strides
