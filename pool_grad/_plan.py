@@ -206,7 +206,8 @@ def taps(lo, hi, n_out):
 def item_runs(tp, width, hcover, n_out, poly_free=False):
     """Run tables of the C item (pyx/pg_item.h): where each run of equal taps starts, then
     the width (a tap table of one tap per column only; else None), for each H index how
-    many rows from it on have the same covering windows, whether a tap reaches the
+    many rows from it on have the same covering windows (and, last, how many have them
+    moved on by one row each: stride 1 along H), whether a tap reaches the
     sentinel slots after the n_out grad_output columns, the spread tables of 16-bit and of
     float32 rows (spread, or None), and where ``poly_free`` (the row has no polyphase
     interior) the tap spread of rows of several taps a column (tap_spread, or None).
@@ -220,6 +221,7 @@ def item_runs(tp, width, hcover, n_out, poly_free=False):
     starts = np.concatenate(([0], np.flatnonzero((lo[1:] != lo[:-1]) | (hi[1:] != hi[:-1])) + 1))
     ends = np.append(starts[1:], len(lo))
     hrun = np.ascontiguousarray(np.repeat(ends, ends - starts) - np.arange(len(lo)), np.int64)
+    hstep = _step_runs(lo, hi)
     sent = tp is not None and tp.size > 0 and int(tp.max()) >= n_out
     n_narrow = n_out + 2 if sent else n_out
     sp16 = None
@@ -231,7 +233,19 @@ def item_runs(tp, width, hcover, n_out, poly_free=False):
     if wrun is not None and width < SPREAD32_RUN * (len(wrun) - 1):
         sp32 = spread(tp, width, n_narrow, 4)
     tsp = tap_spread(tp, width, n_out) if poly_free else None
-    return wrun, hrun, sent, sp16, sp32, tsp
+    return wrun, hrun, sent, sp16, sp32, tsp, hstep
+
+
+def _step_runs(lo, hi):
+    """For each index i, how many indices from i on have the covering range of i moved on
+    by one each ([lo[i] + t, hi[i] + t) for index i + t)."""
+    n = len(lo)
+    step = np.ones(n, np.int64)
+    same = (lo[1:] == lo[:-1] + 1) & (hi[1:] == hi[:-1] + 1)
+    for i in range(n - 2, -1, -1):
+        if same[i]:
+            step[i] = step[i + 1] + 1
+    return step
 
 
 # float32 one-tap rows whose runs of equal taps average fewer columns than this are spread
@@ -819,7 +833,7 @@ def gather_geometry(spec, shape6, acc, n_cpu, folded=False, flat=1):
         poly = poly + poly_padded(*covs[2], w_period, poly, len(windows[2][0]), tp)
     wts = tuple(np.ascontiguousarray(x, dtype=acc) for x in weights)
     runs = item_runs(tp, w, covs[1], len(windows[2][0]), poly is None and lanes == 1)
-    for arr in tables + wts + runs[:2] + (tp,) + (poly[2:4] if poly else ()):
+    for arr in tables + wts + runs[:2] + runs[6:] + (tp,) + (poly[2:4] if poly else ()):
         if arr is not None:
             arr.flags.writeable = False
     terms = int((covs[0][1] - covs[0][0]).max()) * int((covs[1][1] - covs[1][0]).max())

@@ -112,6 +112,9 @@ cdef extern from "pg_item.h" nogil:
         const int64_t* wrun
         Py_ssize_t nrun
         const int64_t* hrun
+        const int64_t* hstep
+        Py_ssize_t step_rows
+        int hsteps
         int sent
         const int64_t* spread
         int spread_wide
@@ -1474,6 +1477,10 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.it.stage_cap = max(STAGE_BYTES, (g.W * 4 + 64 + 63) // 64 * 64)
             self.it.single = self.it.dup2 = self.it.pair_nt = 0
             t = runs[1]; self.it.hrun = &t[0]
+            t = runs[6]; self.it.hstep = &t[0]
+            self.it.hsteps = bool(np.any(runs[6] > 1))
+            # rows of a step run formed together at most this many a time (the stage's)
+            self.it.step_rows = max(1, (self.it.stage_cap - 64) // (g.W * 4))
             self.it.wrun, self.it.nrun = NULL, 0
             self.it.sent = runs[2]
             self.it.spread = self.it.spread32 = NULL
