@@ -1177,6 +1177,42 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
         const int64_t *PG_RESTRICT hlo = g->hlo, *PG_RESTRICT hhi = g->hhi;
         const int64_t *PG_RESTRICT hrun = g->hrun;
         uint16_t *const plane = xbase + idd * g->xs2;
+        if (g->hsteps && nd == 1 && xs3 == W && W >= 8) {
+            /* runs of rows whose windows move on by one row each (stride 1 along H,
+             * g->hstep): their E rows follow each other as the rows do, so a run is one
+             * rounded sum of run * W values; a row of a run of one still copies its sum
+             * to the rows after it with the same windows */
+            const int64_t *PG_RESTRICT hstep = g->hstep;
+            for (ptrdiff_t ih = h0; ih < h1;) {
+                uint16_t *dst = plane + ih * W;
+                const ptrdiff_t p = hlo[ih], nh = hhi[ih] - p;
+                const ptrdiff_t run = hstep[ih] < h1 - ih ? hstep[ih] : h1 - ih;
+                const ptrdiff_t n = run * W;
+                const float *r0, *r1, *r2;
+                ptrdiff_t nr = nh > 0 ? nh : 0;
+                if (nh <= 3) {
+                    r0 = E + (eb + p) * W;
+                    r1 = r0 + W;
+                    r2 = r1 + W;
+                } else {
+                    nr = pg_item_cover(g, E, od0, oh0, noh, idd, ih, rows);
+                    r0 = rows[0];
+                    r1 = rows[1];
+                    r2 = rows[2];
+                }
+                if (nr == 0) memset(dst, 0, (size_t)n * sizeof(uint16_t));
+                else if (bf16) pg_combine_bf16_inline(dst, r0, r1, r2, rows, nr, n);
+                else pg_combine_f16_inline(dst, r0, r1, r2, rows, nr, n);
+                ptrdiff_t c = run;
+                if (run == 1) {
+                    c = hrun[ih] < h1 - ih ? hrun[ih] : h1 - ih;   /* pg_item_hrun */
+                    if (c > 1) pg_copy_row_body((char *)(dst + W), W * 2, c - 1,
+                                                (const char *)dst, W * 2);
+                }
+                ih += c;
+            }
+            continue;
+        }
         for (ptrdiff_t ih = h0; ih < h1; ih++) {
             uint16_t *dst = plane + ih * xs3;
             const ptrdiff_t p = hlo[ih], nh = hhi[ih] - p;
