@@ -512,6 +512,16 @@ TSTORE_ELEMS = 1 << 17
 # take 0.69-0.98x the lanes' time from W = 28 (k3s2p1, k3s1p1; 24 MB, 1 and 2 threads),
 # at W = 24 0.85-1.16x, at 20 1.12-1.35x
 TSTORE_W_FAST = {(4, True): 12, (4, False): 17, (2, True): 16, (2, False): 28}
+# ... and for 16-bit windows that overlap and move on by one column each (stride 1,
+# step_windows), whose rows go as step runs (pg_item.h): k3s1p1 rows took 0.94-0.95x the
+# lanes' time at W = 16, 0.69-0.89x at 20 and 24, 1.14-1.17x at 14 (2-vCPU EPYC, 24 MB)
+TSTORE_W_STEP = {2: 16}
+
+
+@functools.lru_cache(maxsize=256)
+def step_windows(spec):
+    """Whether the W windows overlap and move on by one column each (period 1)."""
+    return _AXES[spec[0]](*spec[1:])[3] == 1 and not disjoint_windows(spec)
 
 
 # channels-last lanes fewer than this (C < 16) are merged into the W axis where the strides
@@ -628,7 +638,7 @@ def disjoint_windows(spec):
     return True
 
 
-def gather_views6(go, gi, n_spatial, fill=False, disjoint=False, flat=False):
+def gather_views6(go, gi, n_spatial, fill=False, disjoint=False, flat=False, step=False):
     """The average-pool gradient's views, whether the kernel stores plane by plane, and
     whether the planes were folded into D.
 
@@ -640,13 +650,16 @@ def gather_views6(go, gi, n_spatial, fill=False, disjoint=False, flat=False):
     between planes and lanes through transposes: TSTORE_W_FAST, by ``disjoint`` windows).
     Other small planes are folded into D (fold_planes), and so are those narrower than
     FLAT_PLANE_W where ``flat`` (flat_plane_ok): they then run as one row each.
-    With ``fill`` (constant_planes) the kernel fills planes and needs no lanes.
+    With ``fill`` (constant_planes) the kernel fills planes and needs no lanes; ``step``
+    (step_windows) picks TSTORE_W_STEP's widths.
     """
     (go6, gi6), use_lanes = views6([go, gi], n_spatial, out_index=1)
     n, c, d, h, w, _ = gi6.shape
     if use_lanes or c <= 1 or (d != 1 and not TSTORE_D):
         return go6, gi6, False, False
     width = TSTORE_W_FAST.get((gi.itemsize, bool(disjoint)), TSTORE_W) if c >= 8 else TSTORE_W
+    if step and c >= 8:
+        width = TSTORE_W_STEP.get(gi.itemsize, width)
     lb = tstore_lanes(c)
     # planes fold only where grad_output has one D row too (an adaptive D axis of 1 -> 2
     # has windows to sum over)

@@ -69,7 +69,8 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     fill = _plan.constant_planes(spec)
     flat = _plan.flat_plane_ok(spec)
     disjoint = _plan.disjoint_windows(spec)
-    go6, gi6, tstore, folded = _plan.gather_views6(go, gi, n_spatial, fill, disjoint, flat)
+    go6, gi6, tstore, folded = _plan.gather_views6(go, gi, n_spatial, fill, disjoint, flat,
+                                                   _plan.step_windows(spec))
     acc = np.dtype(_acc_dtype(go.dtype))
     geometry = None
     lanes = gi6.shape[5]

@@ -808,6 +808,7 @@ def test_small_planes_in_registers_give_the_transposes_bits(dtype, mode, request
     # every case in registers, whatever the plan would choose for its width, taps, dtype
     monkeypatch.setattr(_plan, "PLANE_REGS_W", {4: 1, 2: 1})
     monkeypatch.setattr(_plan, "PLANE_REGS_TAPS", 4)
+    monkeypatch.setattr(_plan, "TSTORE_W_STEP", {})   # 16-bit W = 16 stride 1: lanes too
     used = []
 
     def runs():
