@@ -512,10 +512,11 @@ TSTORE_ELEMS = 1 << 17
 # take 0.69-0.98x the lanes' time from W = 28 (k3s2p1, k3s1p1; 24 MB, 1 and 2 threads),
 # at W = 24 0.85-1.16x, at 20 1.12-1.35x
 TSTORE_W_FAST = {(4, True): 12, (4, False): 17, (2, True): 16, (2, False): 28}
-# ... and for 16-bit windows that overlap and move on by one column each (stride 1,
-# step_windows), whose rows go as step runs (pg_item.h): k3s1p1 rows took 0.94-0.95x the
-# lanes' time at W = 16, 0.69-0.89x at 20 and 24, 1.14-1.17x at 14 (2-vCPU EPYC, 24 MB)
-TSTORE_W_STEP = {2: 16}
+# ... and for windows that overlap and move on by one column each (stride 1,
+# step_windows), whose rows go as step runs (pg_item.h): 16-bit k3s1p1 rows took
+# 0.94-0.95x the lanes' time at W = 16, 0.69-0.89x at 20 and 24, 1.14-1.17x at 14;
+# float32 k3s1p1 and k2s1p0 0.78-0.94x at 16, 0.95-1.36x at 12 and 14 (2-vCPU EPYC, 24 MB)
+TSTORE_W_STEP = {2: 16, 4: 16}
 
 
 @functools.lru_cache(maxsize=256)
