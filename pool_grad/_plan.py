@@ -240,12 +240,10 @@ def _step_runs(lo, hi):
     """For each index i, how many indices from i on have the covering range of i moved on
     by one each ([lo[i] + t, hi[i] + t) for index i + t)."""
     n = len(lo)
-    step = np.ones(n, np.int64)
     same = (lo[1:] == lo[:-1] + 1) & (hi[1:] == hi[:-1] + 1)
-    for i in range(n - 2, -1, -1):
-        if same[i]:
-            step[i] = step[i + 1] + 1
-    return step
+    starts = np.concatenate(([0], np.flatnonzero(~same) + 1))
+    ends = np.append(starts[1:], n)
+    return np.ascontiguousarray(np.repeat(ends, ends - starts) - np.arange(n), np.int64)
 
 
 # float32 one-tap rows whose runs of equal taps average fewer columns than this are spread

@@ -237,8 +237,8 @@ cdef enum:
     LANES_COPY_MIN = 3
 
 # the item's E-row formers (pg_item.h) put all of an item's grad_output rows in their grow
-# block before expanding them where the interior is period 2 and rows are narrower than
-# this (grad_output values), and each row right before it is expanded otherwise.  On the
+# block before expanding them where the interior is period 2 and rows have at most this
+# many grad_output values, and each row right before it is expanded otherwise.  On the
 # 2-vCPU EPYC (k3s2p1 float32, 24 MB, 1 and 2 threads) the block took 0.65-0.79x the time
 # of the one row at W = 20 to 32 (Wo = 10 to 16), 0.87-0.95x at 36, 0.95-1.07x from 40
 # to 112; k3s1p1 (period 1) 1.0-1.04x at 28 and 1.13-1.18x at 56 and 112
