@@ -98,7 +98,7 @@ def cover(start, end, in_size):
 
 
 # the most taps per input column for which the W expansion uses a tap table
-MAX_TAPS = 4
+MAX_TAPS = 16
 
 
 def last_level_cache():
@@ -365,10 +365,15 @@ def window_spread(W, L, Wo, es):
     return table, sp[1]
 
 
+# the most terms a phase of the polyphase form (pyx/pg_expand.h's PG_POLY_MAX_M)
+POLY_MAX_M = 16
+
+
 def polyphase(lo, hi, period):
     """Interior of the W expansion in polyphase form (pyx/pg_expand.h): (q0, q1, c, m) such
     that for q0 <= q < q1 and r < period, column period*q + r is covered by the output
-    columns q + c[r] ... q + c[r] + m[r] - 1.  None where there is no such interior."""
+    columns q + c[r] ... q + c[r] + m[r] - 1.  None where there is no such interior or a
+    phase has more than POLY_MAX_M terms."""
     n = len(lo)
     if not period or period < 1 or n < 4 * period:
         return None
@@ -380,33 +385,35 @@ def polyphase(lo, hi, period):
     bad = np.flatnonzero(~np.all((shift == c) & (count == m), axis=1))
     q0 = int(bad[bad < ref].max()) + 1 if np.any(bad < ref) else 0
     q1 = int(bad[bad > ref].min()) if np.any(bad > ref) else nq
-    if q1 - q0 < 2 or m.max() > 8:
+    if q1 - q0 < 2 or m.max() > POLY_MAX_M:
         return None
     return q0, q1, np.ascontiguousarray(c, np.int64), np.ascontiguousarray(m, np.int64)
 
 
 def poly_padded(lo, hi, period, poly, n_out, tp):
     """The polyphase interior (q0, q1) of `poly` widened over the edge columns whose
-    covering windows are the interior's pattern cut off by the row's ends: those columns,
-    read from a grad_output row with -0.0 in the two slots before it and after it, sum
-    the interior's terms with -0.0 for the missing ones, which leaves every sum's bits as
-    the tap table's (x + -0.0 and -0.0 + x are x, NaN payloads included).  Only for
-    periods 1 and 2 and at most 3 terms a phase (pyx/pg_item.h's E-row formers read two
-    slots beyond the row on each side); not over a column that no window covers (+0.0,
-    not -0.0), and not past the row's end where an edge column left over takes the +0.0
-    slot (the formers put -0.0 there)."""
+    covering windows are the interior's pattern cut off by the row's ends, and the slots
+    of -0.0 the E-row formers keep on each side of a row for them (pad: the most terms a
+    phase less one, at least 2): those columns, read from a grad_output row with -0.0 in
+    the pad slots before it and after it, sum the interior's terms with -0.0 for the
+    missing ones, which leaves every sum's bits as the tap table's (x + -0.0 and -0.0 + x
+    are x, NaN payloads included).  Only for periods 1 and 2 (pyx/pg_item.h's E-row
+    formers); not over a column that no window covers (+0.0, not -0.0), and not past the
+    row's end where an edge column left over takes the +0.0 slot (the formers put -0.0
+    there).  (q0, q1, pad)."""
     if poly is None:
         return None
     q0, q1, c, m = poly
-    if period not in (1, 2) or m.max() > 3:
-        return q0, q1
+    pad = max(2, int(m.max()) - 1)
+    if period not in (1, 2):
+        return q0, q1, pad
     nq = len(lo) // period
 
     def fits(q):
         for r in range(period):
             a, b = q + c[r], q + c[r] + m[r]
             col = period * q + r
-            if a < -2 or b > n_out + 2:
+            if a < -pad or b > n_out + pad:
                 return False
             if lo[col] != max(a, 0) or hi[col] != min(b, n_out) or hi[col] <= lo[col]:
                 return False
@@ -424,7 +431,7 @@ def poly_padded(lo, hi, period, poly, n_out, tp):
         rest = np.concatenate((tp[:period * q0 * m_], tp[period * x1 * m_:]))
         if np.any(rest == n_out):
             x1 = q1
-    return q0, x1
+    return q0, x1, pad
 
 
 # ---------------------------------------------------------------- layout

@@ -104,7 +104,7 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
         3 * terms + (go6.shape[4] + 2 + 2 * w + rows * w
                      + (2 * h * w + rows * (go6.shape[4] + 2) if tstore else 0)) * lanes
         + (rows * 16 * min(lanes, 16) if tstore else 0)
-        + (2 + rows * (go6.shape[4] + 4) if poly is not None else 0)
+        + (poly[6] + rows * (go6.shape[4] + 2 * poly[6]) if poly is not None else 0)
         + 2 * w + 600)
     v.memory_fits(scratch * _threads.CPU_COUNT, "grad_output", "scratch rows")
     nt = _threads.planned()

@@ -38,6 +38,7 @@ cdef extern from "pg_half.h" nogil:
 cdef extern from "pg_cpu.h" nogil:
     int pg_have_avx2()
     void pg_set_simd(int allowed)
+    Py_ssize_t PG_MAX_TAPS
 
 cdef extern from "pg_stream.h" nogil:
     void pg_mul_f32(float* dst, const float* a, const float* b, Py_ssize_t n)
@@ -78,6 +79,7 @@ cdef extern from "pg_stream.h" nogil:
     void pg_sw_end(pg_sw* w)
 
 cdef extern from "pg_expand.h" nogil:
+    Py_ssize_t PG_POLY_MAX_M
     void pg_expand_poly_f32(const float* grow, float* e, Py_ssize_t P, Py_ssize_t q0,
                             Py_ssize_t nq, const int64_t* c, const int64_t* m, float* tmp,
                             float k)
@@ -97,7 +99,7 @@ cdef extern from "pg_item.h" nogil:
         const int64_t* hlo
         const int64_t* hhi
         const int64_t* wtap
-        Py_ssize_t m, P, q0, q1, qx0, qx1, gblk
+        Py_ssize_t m, P, q0, q1, qx0, qx1, epad, gblk
         int gblk_rows
         const int64_t* pc
         const int64_t* pm
@@ -156,7 +158,7 @@ cdef extern from "pg_plane.h" nogil:
         Py_ssize_t stage_bytes
     int pg_plane_item(const pg_plane_args* a)
     Py_ssize_t PG_PLANE_CH
-    Py_ssize_t PG_MAX_TAPS
+    Py_ssize_t PG_PLANE_TAPS
 
 cdef extern from "pg_index.h" nogil:
     int pg_any_bad_i64(const int64_t* x, Py_ssize_t n, uint64_t limit)
@@ -243,6 +245,10 @@ cdef enum:
 # of the one row at W = 20 to 32 (Wo = 10 to 16), 0.87-0.95x at 36, 0.95-1.07x from 40
 # to 112; k3s1p1 (period 1) 1.0-1.04x at 28 and 1.13-1.18x at 56 and 112
 GROW_BLOCK_WO = 19
+
+# the C loops' limits that the plan's tables must keep to (_plan.MAX_TAPS, POLY_MAX_M)
+MAX_TAPS = PG_MAX_TAPS
+POLY_MAX_M = PG_POLY_MAX_M
 
 # cube_math_type roundings applied to grad_output on load (float32 storage only)
 cdef enum:
@@ -1398,7 +1404,7 @@ cdef class AvgGatherKernel(PlannedKernel):
         # (pg_plane_item checks these again, and the CPU, at every item)
         g.plane_regs = (tstore and plane_regs and kind != K_F64 and rnd == R_NONE
                         and taps is not None and 1 <= g.W <= 16 and 1 <= g.Wo <= 14
-                        and 1 <= taps.shape[0] // g.W <= PG_MAX_TAPS
+                        and 1 <= taps.shape[0] // g.W <= PG_PLANE_TAPS
                         and g.gs[4] == 1 and g.xs[4] == 1)
         t = dlo; g.dlo = &t[0]
         t = dhi; g.dhi = &t[0]
@@ -1412,7 +1418,8 @@ cdef class AvgGatherKernel(PlannedKernel):
         # F16C when the plan is made: its scratch is then only the row pointers): float32
         # or 16-bit, at least 8 contiguous lanes (pg_lanes_row), at most 8 terms a value
         g.lanes_row = (kind != K_F64 and rnd == R_NONE and g.L >= 8
-                       and g.m > 0 and not tstore and not g.fill and max_terms <= 8
+                       and 0 < g.m <= PG_MAX_TAPS and not tstore and not g.fill
+                       and max_terms <= 8
                        and g.gs[5] == 1 and g.xs[5] == 1
                        and pg_have_avx2() != 0 and pg_have_f16c() != 0)
         # (16-bit only: its rounding is what a run saves; float32 k2s2 took 1.04x with runs)
@@ -1468,6 +1475,7 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.it.wtap, self.it.m = g.wtap, g.m
             self.it.P, self.it.q0, self.it.q1, self.it.pc, self.it.pm = g.P, g.q0, g.q1, g.pc, g.pm
             self.it.qx0, self.it.qx1 = (poly[4], poly[5]) if g.P else (g.q0, g.q1)
+            self.it.epad = poly[6] if g.P else 2
             self.it.wd, self.it.wh = &self.wd_f[0], &self.wh_f[0]
             self.it.ww = &self.ww_f[0] if scale_w else NULL
             self.it.region = region and kind == K_F32
@@ -1550,7 +1558,8 @@ cdef class AvgGatherKernel(PlannedKernel):
                               + (rows * 16 * min(g.L, PG_PLANE_CH) if g.plane_regs else 0)
                               + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
                                  if g.item_f32 != NULL and self.it.region else 0)
-                              + (2 + (rows if self.it.gblk_rows else 1) * (g.Wo + 4)
+                              + (self.it.epad + (rows if self.it.gblk_rows else 1)
+                                 * (g.Wo + 2 * self.it.epad)
                                  if g.item_f32 != NULL and (g.P == 1 or g.P == 2) else 0))
         # whole pairs of cache lines a thread: the channels-last rows' scratch (a few row
         # pointers) had put the threads' scratch in one line, which they then took turns

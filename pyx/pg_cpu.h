@@ -41,7 +41,7 @@ static inline int pg_have_avx2(void) { return 0; }
 #endif
 
 /* the most taps per input column of a W tap table (_plan.MAX_TAPS) */
-#define PG_MAX_TAPS 4
+#define PG_MAX_TAPS 16
 
 /* PG_PICK(pg_mul, f32, args): pg_mul_avx2_f32(args) where the CPU has AVX2 (and it is
  * allowed), else pg_mul_base_f32(args) */

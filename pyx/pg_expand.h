@@ -118,16 +118,31 @@ static void pg_poly2_sse2_f32(const float *a, const float *b, int64_t ma, int64_
 }
 #endif
 
+/* the most terms a phase of the AVX2 interior loops (periods 1 and 2): the polyphase form
+ * (_plan.polyphase) is made for at most this many */
+#define PG_POLY_MAX_M 16
+
+static inline int pg_poly2_avx2_ok(ptrdiff_t P, const int64_t *m)
+{
+    return P == 2 && m[0] >= 1 && m[0] <= PG_POLY_MAX_M && m[1] >= 1 && m[1] <= PG_POLY_MAX_M;
+}
+
 #if PG_X86_DISPATCH
+/* a[q] + a[q+1] + ... + a[q+M-1], eight columns, added left to right (M a constant where
+ * the caller's is: then the loop unrolls) */
+#define PG_PHASE_SUM8(v, a, M, Q)                                                           \
+    {                                                                                       \
+        v = _mm256_loadu_ps((a) + (Q));                                                     \
+        for (int64_t t_ = 1; t_ < (M); t_++) v = _mm256_add_ps(v, _mm256_loadu_ps((a) + (Q) + t_)); \
+    }
+
 /* one loop per pair of term counts (constants, so no tests inside the loop), nq >= 8 */
 #define PG_POLY2_AVX2_BLOCK(MA, MB, Q)                                                      \
     {                                                                                       \
         const ptrdiff_t q_ = (Q);                                                           \
-        __m256 va = _mm256_loadu_ps(a + q_), vb = _mm256_loadu_ps(b + q_);                 \
-        if (MA >= 2) va = _mm256_add_ps(va, _mm256_loadu_ps(a + q_ + 1));                   \
-        if (MA >= 3) va = _mm256_add_ps(va, _mm256_loadu_ps(a + q_ + 2));                   \
-        if (MB >= 2) vb = _mm256_add_ps(vb, _mm256_loadu_ps(b + q_ + 1));                   \
-        if (MB >= 3) vb = _mm256_add_ps(vb, _mm256_loadu_ps(b + q_ + 2));                   \
+        __m256 va, vb;                                                                      \
+        PG_PHASE_SUM8(va, a, MA, q_)                                                        \
+        PG_PHASE_SUM8(vb, b, MB, q_)                                                        \
         va = _mm256_mul_ps(vk, va);                                                         \
         vb = _mm256_mul_ps(vk, vb);                                                         \
         __m256 lo = _mm256_unpacklo_ps(va, vb), hi = _mm256_unpackhi_ps(va, vb);            \
@@ -136,18 +151,23 @@ static void pg_poly2_sse2_f32(const float *a, const float *b, int64_t ma, int64_
     }
 #define PG_POLY2_AVX2_LOOP(MA, MB) PG_FOR8_OVERLAP(q, nq, PG_POLY2_AVX2_BLOCK(MA, MB, q))
 
-/* LOOP(MA, MB) for the phases' term counts ma, mb (1 to 3; pg_poly2_ok) as constants */
+/* LOOP(MA, MB) for the phases' term counts ma, mb (pg_poly2_avx2_ok): 1 to 4 as constants
+ * (kernels up to 8 at stride 2), more as they are */
 #define PG_POLY2_CASES(ma, mb, LOOP)                                                        \
-    switch ((ma) * 4 + (mb)) {                                                              \
-    case 4 * 1 + 1: LOOP(1, 1) break;                                                       \
-    case 4 * 1 + 2: LOOP(1, 2) break;                                                       \
-    case 4 * 2 + 1: LOOP(2, 1) break;                                                       \
-    case 4 * 2 + 2: LOOP(2, 2) break;                                                       \
-    case 4 * 1 + 3: LOOP(1, 3) break;                                                       \
-    case 4 * 3 + 1: LOOP(3, 1) break;                                                       \
-    case 4 * 2 + 3: LOOP(2, 3) break;                                                       \
-    case 4 * 3 + 2: LOOP(3, 2) break;                                                       \
-    default: LOOP(3, 3) break;                                                              \
+    switch ((ma) * 8 + (mb)) {                                                              \
+    case 8 * 1 + 1: LOOP(1, 1) break;                                                       \
+    case 8 * 1 + 2: LOOP(1, 2) break;                                                       \
+    case 8 * 2 + 1: LOOP(2, 1) break;                                                       \
+    case 8 * 2 + 2: LOOP(2, 2) break;                                                       \
+    case 8 * 1 + 3: LOOP(1, 3) break;                                                       \
+    case 8 * 3 + 1: LOOP(3, 1) break;                                                       \
+    case 8 * 2 + 3: LOOP(2, 3) break;                                                       \
+    case 8 * 3 + 2: LOOP(3, 2) break;                                                       \
+    case 8 * 3 + 3: LOOP(3, 3) break;                                                       \
+    case 8 * 3 + 4: LOOP(3, 4) break;                                                       \
+    case 8 * 4 + 3: LOOP(4, 3) break;                                                       \
+    case 8 * 4 + 4: LOOP(4, 4) break;                                                       \
+    default: LOOP((ma), (mb)) break;                                                        \
     }
 
 PG_TARGET_AVX2
@@ -156,7 +176,13 @@ static void pg_poly2_avx2_f32(const float *a, const float *b, int64_t ma, int64_
 {
     const __m256 vk = _mm256_set1_ps(k);
     if (nq < 8) {
-        pg_poly2_tail_f32(a, b, ma, mb, dst, 0, nq, k);
+        for (ptrdiff_t q = 0; q < nq; q++) {
+            float u = a[q], v = b[q];
+            for (int64_t t = 1; t < ma; t++) u = u + a[q + t];
+            for (int64_t t = 1; t < mb; t++) v = v + b[q + t];
+            dst[2 * q] = k * u;
+            dst[2 * q + 1] = k * v;
+        }
         return;
     }
     PG_POLY2_CASES(ma, mb, PG_POLY2_AVX2_LOOP)
@@ -172,11 +198,26 @@ static void pg_poly2_avx2_f32(const float *a, const float *b, int64_t ma, int64_
 #define PG_POLY1_AVX2_BLOCK(M, Q)                                                           \
     {                                                                                       \
         const ptrdiff_t q_ = (Q);                                                           \
-        __m256 v = _mm256_loadu_ps(a + q_);                                                 \
-        for (int64_t t_ = 1; t_ < (M); t_++) v = _mm256_add_ps(v, _mm256_loadu_ps(a + q_ + t_)); \
+        __m256 v;                                                                           \
+        PG_PHASE_SUM8(v, a, M, q_)                                                          \
         _mm256_storeu_ps(dst + q_, _mm256_mul_ps(vk, v));                                   \
     }
 #define PG_POLY1_AVX2_LOOP(M) PG_FOR8_OVERLAP(q, nq, PG_POLY1_AVX2_BLOCK(M, q))
+
+/* LOOP(M) for a period-1 interior's term count m: 1 to 8 as constants (kernels up to 8
+ * at stride 1), more as it is */
+#define PG_POLY1_CASES(m, LOOP)                                                             \
+    switch (m) {                                                                            \
+    case 1: LOOP(1) break;                                                                  \
+    case 2: LOOP(2) break;                                                                  \
+    case 3: LOOP(3) break;                                                                  \
+    case 4: LOOP(4) break;                                                                  \
+    case 5: LOOP(5) break;                                                                  \
+    case 6: LOOP(6) break;                                                                  \
+    case 7: LOOP(7) break;                                                                  \
+    case 8: LOOP(8) break;                                                                  \
+    default: LOOP(m) break;                                                                 \
+    }
 
 PG_TARGET_AVX2
 static void pg_poly1_avx2_f32(const float *a, int64_t m, float *dst, ptrdiff_t nq, float k)
@@ -190,12 +231,7 @@ static void pg_poly1_avx2_f32(const float *a, int64_t m, float *dst, ptrdiff_t n
         }
         return;
     }
-    switch (m) {
-    case 1: PG_POLY1_AVX2_LOOP(1) break;
-    case 2: PG_POLY1_AVX2_LOOP(2) break;
-    case 3: PG_POLY1_AVX2_LOOP(3) break;
-    default: PG_POLY1_AVX2_LOOP(m) break;
-    }
+    PG_POLY1_CASES(m, PG_POLY1_AVX2_LOOP)
 }
 #endif
 
@@ -208,13 +244,14 @@ static inline void pg_expand_poly_f32(const float *grow, float *e, ptrdiff_t P, 
         pg_poly1_avx2_f32(grow + q0 + c[0], m[0], e + q0, nq, k);
         return;
     }
+    if (pg_poly2_avx2_ok(P, m) && pg_have_avx2()) {
+        pg_poly2_avx2_f32(grow + q0 + c[0], grow + q0 + c[1], m[0], m[1], e + 2 * q0, nq, k);
+        return;
+    }
 #endif
     if (pg_poly2_ok(P, m)) {
         const float *a = grow + q0 + c[0], *b = grow + q0 + c[1];
         float *dst = e + 2 * q0;
-#if PG_X86_DISPATCH
-        if (pg_have_avx2()) { pg_poly2_avx2_f32(a, b, m[0], m[1], dst, nq, k); return; }
-#endif
 #if PG_EXPAND_SSE2
         pg_poly2_sse2_f32(a, b, m[0], m[1], dst, nq, k);
         return;

@@ -39,8 +39,10 @@ typedef struct {
     ptrdiff_t qx0, qx1;   /* the interior of the E-row formers (pg_item_erows_avx2, _h16):
                            * [q0, q1) widened over edge columns whose windows the row's
                            * ends cut off (_plan.poly_padded), read with -0.0 beyond them */
-    ptrdiff_t gblk;       /* their grow block, at E + gblk: 2 floats, then Wo + 4 for
-                           * each E row of the item (gblk_rows) or for one */
+    ptrdiff_t epad;       /* the slots they read beyond each side of a row (at least 2,
+                           * at most PG_POLY_MAX_M - 1: a phase's terms less one) */
+    ptrdiff_t gblk;       /* their grow block, at E + gblk: epad floats, then Wo + 2 * epad
+                           * for each E row of the item (gblk_rows) or for one */
     int gblk_rows;        /* all the item's rows go into the grow block before they are
                            * expanded (else each row right before) */
     const int64_t *pc, *pm;
@@ -283,7 +285,7 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
         pg_poly1_avx2_f32(grow + g->q0 + g->pc[0], g->pm[0], e + g->q0, g->q1 - g->q0, k);
         return;
     }
-    if (avx && pg_poly2_ok(g->P, g->pm)) {
+    if (avx && pg_poly2_avx2_ok(g->P, g->pm)) {
         const ptrdiff_t q0 = g->q0;
         pg_poly2_avx2_f32(grow + q0 + g->pc[0], grow + q0 + g->pc[1], g->pm[0], g->pm[1],
                           e + 2 * q0, g->q1 - q0, k);
@@ -295,19 +297,20 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
 
 #if PG_X86_DISPATCH
 /*
- * The item's E rows where the W interior is period 2 (pg_poly2_ok, at least eight columns
- * of each phase) and grad_output rows are at least eight wide: pg_item_expand's arithmetic
- * for each row, one loop per pair of phase term counts (pg_poly2_avx2_f32's blocks inline),
- * with the row loop's fields in registers.  The edge columns sum their taps left to right,
- * as pg_item_expand does for every m.
+ * The item's E rows where the W interior is period 1 or 2 (pg_item_erows_ok, at least
+ * eight columns of each phase) and grad_output rows are at least eight wide:
+ * pg_item_expand's arithmetic for each row, one loop per phase term count (or pair of
+ * them: pg_poly1_avx2_f32's and pg_poly2_avx2_f32's blocks inline), with the row loop's
+ * fields in registers.  The edge columns sum their taps left to right, as pg_item_expand
+ * does for every m.
  *
  * The interior is the one widened over the edge columns that the row's ends cut off
- * (g->qx0, g->qx1, _plan.poly_padded): it reads -0.0 from the two slots before and after
- * each row for the missing terms.  All the item's grad_output rows go into the grow block
- * first (W-weighted, with their slots), then are expanded from there: expanding each row
- * right after storing it had most of its loads wait for the stores (a load that spans two
- * stores still in flight is not forwarded from them), 0.76x the time on 28 x 28 planes
- * k3s2p1 (2-vCPU EPYC).
+ * (g->qx0, g->qx1, _plan.poly_padded): it reads -0.0 from the g->epad slots before and
+ * after each row for the missing terms.  Where rows are short (g->gblk_rows) all the
+ * item's grad_output rows go into the grow block first (W-weighted, with their slots),
+ * then are expanded from there: expanding each row right after storing it had most of its
+ * loads wait for the stores (a load that spans two stores still in flight is not forwarded
+ * from them), 0.76x the time on 28 x 28 planes k3s2p1 (2-vCPU EPYC).
  */
 #define PG_EROW_GROW(J)                                                                     \
     {                                                                                       \
@@ -319,18 +322,19 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
  * interior expanded by INTERIOR (from a, b to dst, times vk) */
 #define PG_EROWS_ROWS(SRC_T, FILL, INTERIOR)                                                \
     {                                                                                       \
-        float *grow = gblk + 2;                                                             \
+        float *grow = gblk + pd;                                                            \
         for (ptrdiff_t od = od0; od < od1 && gstep; od++) {                                 \
             for (ptrdiff_t oh = oh0; oh < oh1; oh++, grow += gstep) {                       \
                 const SRC_T *PG_RESTRICT src = gbase + od * gs2 + oh * gs3;                 \
                 FILL                                                                        \
                 grow[Wo] = padr;                                                            \
-                grow[Wo + 1] = grow[Wo + 2] = grow[Wo + 3] = -0.0f;                         \
+                if (pd == 2) grow[Wo + 1] = grow[Wo + 2] = grow[Wo + 3] = -0.0f;            \
+                else for (ptrdiff_t t_ = 1; t_ < 2 * pd; t_++) grow[Wo + t_] = -0.0f;       \
             }                                                                               \
         }                                                                                   \
-        grow = gblk + 2;                                                                    \
+        grow = gblk + pd;                                                                   \
         grow[Wo] = padr;                                                                    \
-        grow[Wo + 1] = -0.0f;                                                               \
+        for (ptrdiff_t t_ = 1; t_ < pd; t_++) grow[Wo + t_] = -0.0f;                        \
         for (ptrdiff_t od = od0; od < od1; od++) {                                          \
             for (ptrdiff_t oh = oh0; oh < oh1; oh++, e += W, grow += gstep) {               \
                 const float k = wd[od] * wh[oh];                                            \
@@ -357,27 +361,21 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
 #define PG_EROWS2_H16(MA, MB) PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY2_AVX2_LOOP(MA, MB))
 #define PG_EROWS1_F32(M) PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY1_AVX2_LOOP(M))
 #define PG_EROWS1_H16(M) PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY1_AVX2_LOOP(M))
-/* LOOP(M) for a period-1 interior's term count m (1 to 3) as a constant */
-#define PG_POLY1_CASES(m, LOOP)                                                             \
-    switch (m) {                                                                            \
-    case 1: LOOP(1) break;                                                                  \
-    case 2: LOOP(2) break;                                                                  \
-    default: LOOP(3) break;                                                                 \
-    }
-/* the fields both E-row formers use, as locals.  A row's slots after it: +0.0 (the tap
- * tables' n_out slot) where the interior is not widened past the row's end, then -0.0
- * (the tap tables' n_out + 1 slot), then the next row's two slots before it, -0.0 */
+/* the fields both E-row formers use, as locals.  A row's epad slots after it: +0.0 (the
+ * tap tables' n_out slot) where the interior is not widened past the row's end, then -0.0
+ * (the tap tables' n_out + 1 slot and beyond), then the next row's epad slots before it,
+ * -0.0 */
 #define PG_EROWS_LOCALS                                                                     \
     const ptrdiff_t W = g->W, Wo = g->Wo, m = g->m, gs2 = g->gs2, gs3 = g->gs3, P = g->P;   \
     const ptrdiff_t q0 = g->qx0, nq = g->qx1 - g->qx0, e0 = P * g->qx0, e1 = P * g->qx1;    \
     const ptrdiff_t pc0 = g->pc[0], pc1 = P > 1 ? g->pc[1] : 0;                             \
-    const ptrdiff_t gstep = g->gblk_rows ? Wo + 4 : 0;                                      \
+    const ptrdiff_t pd = g->epad, gstep = g->gblk_rows ? Wo + 2 * pd : 0;                   \
     const int64_t *PG_RESTRICT wtap = g->wtap;                                              \
     const float *PG_RESTRICT ww = g->ww, *PG_RESTRICT wd = g->wd, *PG_RESTRICT wh = g->wh;  \
     float *const gblk = E + g->gblk;                                                        \
     const float padr = g->qx1 > g->q1 ? -0.0f : 0.0f;                                       \
     float *PG_RESTRICT e = E;                                                               \
-    gblk[0] = gblk[1] = -0.0f;
+    for (ptrdiff_t t_ = 0; t_ < pd; t_++) gblk[t_] = -0.0f;
 
 /* columns j0..j1 of an E row through their m taps each */
 PG_ALWAYS_INLINE
@@ -423,12 +421,13 @@ static void pg_item_erows_h16(const pg_item_f32 *g, const uint16_t *gbase, ptrdi
 #endif
 
 /* whether the item's E rows go through pg_item_erows_avx2 / _h16: a period-2 interior
- * (pg_poly2_ok) or a period-1 one of 1 to 3 terms, at least eight columns a phase, and
- * grad_output rows at least eight wide */
+ * (pg_poly2_avx2_ok) or a period-1 one of at most PG_POLY_MAX_M terms, at least eight
+ * columns a phase, and grad_output rows at least eight wide */
 static inline int pg_item_erows_ok(const pg_item_f32 *g)
 {
     return g->Wo >= 8 && g->qx1 - g->qx0 >= 8
-           && (pg_poly2_ok(g->P, g->pm) || (g->P == 1 && g->pm[0] >= 1 && g->pm[0] <= 3));
+           && (pg_poly2_avx2_ok(g->P, g->pm)
+               || (g->P == 1 && g->pm[0] >= 1 && g->pm[0] <= PG_POLY_MAX_M));
 }
 
 /* the E rows covering grad_input row (idd, ih), od-major, into rows: their count.  One D

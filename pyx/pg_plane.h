@@ -20,7 +20,8 @@
  *
  * kind: 0 float32, 2 float16, 3 bfloat16 (the kernels' K_* numbers).  pg_plane_item returns
  * 0, having done nothing, where the CPU lacks AVX2 (and F16C) or the item does not fit:
- * W > 16, Wo > 14 (the row and its two slots in two registers), more than PG_MAX_TAPS taps.
+ * W > 16, Wo > 14 (the row and its two slots in two registers), more than PG_PLANE_TAPS
+ * taps.
  */
 #ifndef PG_PLANE_H
 #define PG_PLANE_H
@@ -41,6 +42,8 @@
 #ifndef PG_PLANE_PREFETCH
 #define PG_PLANE_PREFETCH 1
 #endif
+/* the most taps per input column of a plane in registers (its permutes) */
+#define PG_PLANE_TAPS 4
 /* planes formed together (E rows of this many planes: 64 bytes a plane and row) */
 #ifndef PG_PLANE_CH
 #define PG_PLANE_CH 16
@@ -159,8 +162,8 @@ static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI)
      * register lo, 8..15 in hi): index s & 7, from hi where s >= 8.  Taps that are -0.0
      * in all 8 lanes are left out (x + -0.0 is x, and the product by k that follows quiets
      * a signalling NaN either way) */
-    __m256i idx[2][PG_MAX_TAPS];
-    __m256 fromhi[2][PG_MAX_TAPS];
+    __m256i idx[2][PG_PLANE_TAPS];
+    __m256 fromhi[2][PG_PLANE_TAPS];
     ptrdiff_t mt[2] = {1, 1};
     for (int h = 0; h < nhalf; h++) {
         const ptrdiff_t c0 = h ? W - 8 : 0;
@@ -337,7 +340,7 @@ static inline int pg_plane_item(const pg_plane_args *a)
 #if PG_X86_DISPATCH
     const ptrdiff_t es = a->kind ? 2 : 4;
     if (a->W >= 1 && a->W <= 16 && a->Wo >= 1 && a->Wo <= 14 && a->m >= 1
-            && a->m <= PG_MAX_TAPS && (a->xs3 == a->W || (a->W >= 8 && !a->stream)) && a->h1 > a->h0 && a->d1 > a->d0
+            && a->m <= PG_PLANE_TAPS && (a->xs3 == a->W || (a->W >= 8 && !a->stream)) && a->h1 > a->h0 && a->d1 > a->d0
             && (a->kind == 0 || a->kind == 2 || a->kind == 3)
             && (a->h1 - a->h0) * a->W * es + 32 <= a->stage_bytes
             && (a->dhi[a->d1 - 1] - a->dlo[a->d0]) * (a->hhi[a->h1 - 1] - a->hlo[a->h0]) * 16

@@ -535,6 +535,16 @@ SIMD_AVG = [  # (x shape, kernel, stride, padding, count_include_pad)
     ((1, 3, 11, 20), 4, 2, 1, True),       # 2 and 2, 8
     ((1, 3, 10, 16), 3, 2, 1, True),       # 1 and 2, 7
     ((1, 2, 12, 20), 5, 1, 2, True),       # five covering rows per grad_input row
+    # more than three terms a phase (pg_poly1_avx2_f32 and PG_POLY2_CASES: constants up to
+    # 8 and 4, counts beyond as they are), more than four taps a column (a tap table of up
+    # to 16), and 17 (no tap table: the column ranges); channels-last C = 3 and 2 go as
+    # lanes of W * C values
+    ((2, 3, 19, 40), 7, 2, 3, True),       # phases of 4 and 3
+    ((1, 2, 12, 45), 5, 1, 2, False),      # period 1, 5 terms and rows
+    ((1, 3, 14, 50), 11, 1, 5, True),      # period 1, 11
+    ((1, 2, 10, 60), 11, 2, 5, False),     # period 2, 6 and 5
+    ((1, 2, 9, 40), 17, 1, 8, True),       # 17 taps
+    ((2, 8, 9, 9), 5, 1, 2, True),         # narrow planes as lanes, 5 taps
 ]
 
 
@@ -641,7 +651,33 @@ PADDED_POLY = [  # (x shape, kernel, stride, padding, ceil_mode, count_include_p
     ((1, 2, 6, 17), 2, 1, 0, False, True),
     ((1, 3, 6, 30), 3, 1, 1, True, False),
     ((1, 2, 6, 30), 3, 2, 0, False, True),
+    # slots beyond the row for more terms than three (pad 3, 6, 10): k4s1p0 (left edge
+    # only cut off by the row's start), k7s1p3, k7s2p3 (phases of 4 and 3) with W weights,
+    # k11s2p5 (6 and 5); planes high enough that no H window holds both the NaN of an
+    # infinity less an infinity and a NaN of grad_output (which of two NaNs a sum keeps is
+    # the compiler's choice of operand order)
+    ((1, 2, 12, 30), 4, 1, 0, False, True),
+    ((1, 2, 16, 40), 7, 1, 3, False, True),
+    ((2, 3, 24, 36), 7, 2, 3, False, False),
+    ((1, 2, 30, 50), 11, 2, 5, True, True),
 ]
+
+
+def test_plan_tables_keep_to_the_c_loops_limits():
+    """The plan makes tap tables of at most MAX_TAPS taps a column (the channels-last rows
+    keep one register per tap, PG_MAX_TAPS of them) and polyphase interiors of at most
+    POLY_MAX_M terms a phase (the E-row formers' slots beyond a row: one fewer)."""
+    assert _plan.MAX_TAPS <= _kernels.MAX_TAPS
+    assert _plan.POLY_MAX_M == _kernels.POLY_MAX_M
+    for k, m in [(16, 16), (17, None)]:
+        out = _plan.avg_output_size(64, k, 1, 8, False)
+        lo, hi = _plan.cover(*_plan.avg_windows(64, out, k, 1, 8, True)[:2], 64)
+        tp, poly = _plan.taps(lo, hi, out), _plan.polyphase(lo, hi, 1)
+        if m is None:
+            assert tp is None and poly is None
+        else:
+            assert tp.shape == (64 * m,)
+            assert _plan.poly_padded(lo, hi, 1, poly, out, tp)[2] == m - 1
 
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
@@ -657,8 +693,8 @@ def test_widened_poly_interior_gives_the_tap_tables_bits(dtype, request):
         st, en, _ = _plan.avg_windows(x_shape[-1], y.shape[-1], k, s, p, cip)
         lo, hi = _plan.cover(st, en, x_shape[-1])
         poly = _plan.polyphase(lo, hi, s)
-        q0, q1 = _plan.poly_padded(lo, hi, s, poly, y.shape[-1],
-                                   _plan.taps(lo, hi, y.shape[-1]))
+        q0, q1, _ = _plan.poly_padded(lo, hi, s, poly, y.shape[-1],
+                                      _plan.taps(lo, hi, y.shape[-1]))
         widened += (q0, q1) != poly[:2]
         assert q1 - q0 >= 8, x_shape
 
