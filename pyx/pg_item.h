@@ -320,16 +320,17 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
     }
 /* the E rows of grad_output rows of SRC_T, each put in the grow block by FILL, the
  * interior expanded by INTERIOR (from a, b to dst, times vk) */
-#define PG_EROWS_ROWS(SRC_T, FILL, INTERIOR)                                                \
+#define PG_EROWS_ROWS(SRC_T, FILL, INTERIOR, PD)                                            \
     {                                                                                       \
+        const ptrdiff_t pd = (PD);                                                          \
         float *grow = gblk + pd;                                                            \
         for (ptrdiff_t od = od0; od < od1 && gstep; od++) {                                 \
             for (ptrdiff_t oh = oh0; oh < oh1; oh++, grow += gstep) {                       \
                 const SRC_T *PG_RESTRICT src = gbase + od * gs2 + oh * gs3;                 \
                 FILL                                                                        \
+                /* its slots after it and the next row's before it */                       \
                 grow[Wo] = padr;                                                            \
-                if (pd == 2) grow[Wo + 1] = grow[Wo + 2] = grow[Wo + 3] = -0.0f;            \
-                else for (ptrdiff_t t_ = 1; t_ < 2 * pd; t_++) grow[Wo + t_] = -0.0f;       \
+                for (ptrdiff_t t_ = 1; t_ < 2 * pd; t_++) grow[Wo + t_] = -0.0f;            \
             }                                                                               \
         }                                                                                   \
         grow = gblk + pd;                                                                   \
@@ -357,10 +358,17 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
 #define PG_FILL_H16                                                                         \
     if (bf16) pg_load_bf16_avx2(grow, src, ww, Wo);                                         \
     else pg_load_f16_avx2(grow, src, ww, Wo);
-#define PG_EROWS2_F32(MA, MB) PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY2_AVX2_LOOP(MA, MB))
-#define PG_EROWS2_H16(MA, MB) PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY2_AVX2_LOOP(MA, MB))
-#define PG_EROWS1_F32(M) PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY1_AVX2_LOOP(M))
-#define PG_EROWS1_H16(M) PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY1_AVX2_LOOP(M))
+/* the slots beyond a row: 2 (a constant) where the phases have at most 3 terms */
+#define PG_EROWS_PAD(M) ((M) <= 3 ? 2 : g->epad)
+#define PG_EROWS2_F32(MA, MB)                                                               \
+    PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY2_AVX2_LOOP(MA, MB),                           \
+                  PG_EROWS_PAD((MA) > (MB) ? (MA) : (MB)))
+#define PG_EROWS2_H16(MA, MB)                                                               \
+    PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY2_AVX2_LOOP(MA, MB),                        \
+                  PG_EROWS_PAD((MA) > (MB) ? (MA) : (MB)))
+#define PG_EROWS1_F32(M) PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY1_AVX2_LOOP(M), PG_EROWS_PAD(M))
+#define PG_EROWS1_H16(M)                                                                    \
+    PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY1_AVX2_LOOP(M), PG_EROWS_PAD(M))
 /* the fields both E-row formers use, as locals.  A row's epad slots after it: +0.0 (the
  * tap tables' n_out slot) where the interior is not widened past the row's end, then -0.0
  * (the tap tables' n_out + 1 slot and beyond), then the next row's epad slots before it,
@@ -369,13 +377,13 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
     const ptrdiff_t W = g->W, Wo = g->Wo, m = g->m, gs2 = g->gs2, gs3 = g->gs3, P = g->P;   \
     const ptrdiff_t q0 = g->qx0, nq = g->qx1 - g->qx0, e0 = P * g->qx0, e1 = P * g->qx1;    \
     const ptrdiff_t pc0 = g->pc[0], pc1 = P > 1 ? g->pc[1] : 0;                             \
-    const ptrdiff_t pd = g->epad, gstep = g->gblk_rows ? Wo + 2 * pd : 0;                   \
+    const ptrdiff_t gstep = g->gblk_rows ? Wo + 2 * g->epad : 0;                            \
     const int64_t *PG_RESTRICT wtap = g->wtap;                                              \
     const float *PG_RESTRICT ww = g->ww, *PG_RESTRICT wd = g->wd, *PG_RESTRICT wh = g->wh;  \
     float *const gblk = E + g->gblk;                                                        \
     const float padr = g->qx1 > g->q1 ? -0.0f : 0.0f;                                       \
     float *PG_RESTRICT e = E;                                                               \
-    for (ptrdiff_t t_ = 0; t_ < pd; t_++) gblk[t_] = -0.0f;
+    for (ptrdiff_t t_ = 0; t_ < g->epad; t_++) gblk[t_] = -0.0f;
 
 /* columns j0..j1 of an E row through their m taps each */
 PG_ALWAYS_INLINE
@@ -494,6 +502,50 @@ static inline void pg_item_copy(float *PG_RESTRICT dst, const float *PG_RESTRICT
 
 #if PG_X86_DISPATCH
 /*
+ * The sum of nr >= 4 rows that follow each other rs floats apart (consecutive E rows: one
+ * covering D window), eight columns at a time as below: the row pointers in no table, and
+ * 4 to 8 rows as constants (kernels of 4 to 8 at stride 1), so that a term costs one add
+ * with its load.
+ */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline __m256 pg_sum8_strided(const float *p, ptrdiff_t rs, ptrdiff_t nr)
+{
+    __m256 v = _mm256_add_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + rs));
+    for (ptrdiff_t t = 2; t < nr; t++) v = _mm256_add_ps(v, _mm256_loadu_ps(p + t * rs));
+    return v;
+}
+#define PG_SUM_STRIDED_LOOP(NR)                                                             \
+    PG_FOR8_OVERLAP(j, n, { _mm256_storeu_ps(dst + j, pg_sum8_strided(r0 + j, rs, NR)); })
+
+/* out of line, so that the item's row loop keeps its registers for two and three rows */
+PG_TARGET_AVX2 __attribute__((noinline))
+static void pg_sum_rows_many_f32_avx2(float *PG_RESTRICT dst, const float *const *rows,
+                                      ptrdiff_t nr, ptrdiff_t n)
+{
+    const float *const r0 = rows[0], *const r1 = rows[1], *const r2 = rows[2];
+    const ptrdiff_t rs = r1 - r0;
+    ptrdiff_t t = 2;
+    while (t < nr && rows[t] == r0 + t * rs) t++;
+    if (t < nr) {   /* rows not rs apart: through the table */
+        PG_FOR8_OVERLAP(j, n, {
+            __m256 v = _mm256_add_ps(_mm256_loadu_ps(r0 + j), _mm256_loadu_ps(r1 + j));
+            v = _mm256_add_ps(v, _mm256_loadu_ps(r2 + j));
+            for (ptrdiff_t r = 3; r < nr; r++) v = _mm256_add_ps(v, _mm256_loadu_ps(rows[r] + j));
+            _mm256_storeu_ps(dst + j, v);
+        })
+        return;
+    }
+    switch (nr) {
+    case 4: PG_SUM_STRIDED_LOOP(4) break;
+    case 5: PG_SUM_STRIDED_LOOP(5) break;
+    case 6: PG_SUM_STRIDED_LOOP(6) break;
+    case 7: PG_SUM_STRIDED_LOOP(7) break;
+    case 8: PG_SUM_STRIDED_LOOP(8) break;
+    default: PG_SUM_STRIDED_LOOP(nr) break;
+    }
+}
+
+/*
  * A grad_input row of nr >= 2 E rows, eight columns at a time, the last eight again where
  * W is not a multiple of eight (overlapping: the same values; dst is none of the rows):
  * the adds of the column loop, left to right, without its vectorised loop's prologue and
@@ -516,12 +568,7 @@ static inline void pg_sum_rows_f32_avx2(float *PG_RESTRICT dst, const float *PG_
             _mm256_storeu_ps(dst + j, _mm256_add_ps(v, _mm256_loadu_ps(r2 + j)));
         })
     } else {
-        PG_FOR8_OVERLAP(j, W, {
-            __m256 v = _mm256_add_ps(_mm256_loadu_ps(r0 + j), _mm256_loadu_ps(r1 + j));
-            v = _mm256_add_ps(v, _mm256_loadu_ps(r2 + j));
-            for (ptrdiff_t r = 3; r < nr; r++) v = _mm256_add_ps(v, _mm256_loadu_ps(rows[r] + j));
-            _mm256_storeu_ps(dst + j, v);
-        })
+        pg_sum_rows_many_f32_avx2(dst, rows, nr, W);
     }
 }
 
@@ -1100,7 +1147,7 @@ static inline void pg_item_narrow_body(const pg_item_f32 *g, const uint16_t *gba
             const float *const r0 = rows[0], *const r1 = nr > 1 ? rows[1] : rows[0];
             const float *const r2 = nr > 2 ? rows[2] : rows[0];
             for (ptrdiff_t j = 0; j < nwp; j += 8) {
-                const __m256 v = pg_combine8_avx2(r0, r1, r2, rows, nr, j);
+                const __m256 v = pg_combine8_avx2(r0, r1, r2, rows, 0, nr, j);
                 __m128i o;
                 if (bf16) {
                     const __m256i q = pg_bf16_round8_avx2(v);
@@ -1187,19 +1234,10 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
                 const ptrdiff_t p = hlo[ih], nh = hhi[ih] - p;
                 const ptrdiff_t run = hstep[ih] < h1 - ih ? hstep[ih] : h1 - ih;
                 const ptrdiff_t n = run * W;
-                const float *r0, *r1, *r2;
-                ptrdiff_t nr = nh > 0 ? nh : 0;
-                if (nh <= 3) {
-                    r0 = E + (eb + p) * W;
-                    r1 = r0 + W;
-                    r2 = r1 + W;
-                } else {
-                    nr = pg_item_cover(g, E, od0, oh0, noh, idd, ih, rows);
-                    r0 = rows[0];
-                    r1 = rows[1];
-                    r2 = rows[2];
-                }
+                const float *const r0 = E + (eb + p) * W, *const r1 = r0 + W, *const r2 = r1 + W;
+                const ptrdiff_t nr = nh > 0 ? nh : 0;
                 if (nr == 0) memset(dst, 0, (size_t)n * sizeof(uint16_t));
+                else if (nr > 3) pg_combine_h16_strided(dst, r0, W, nr, n, bf16);
                 else if (bf16) pg_combine_bf16_inline(dst, r0, r1, r2, rows, nr, n);
                 else pg_combine_f16_inline(dst, r0, r1, r2, rows, nr, n);
                 ptrdiff_t c = run;
@@ -1232,6 +1270,8 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
                 r2 = nr > 2 ? rows[2] : r0;
             }
             if (nr == 0) memset(dst, 0, (size_t)W * sizeof(uint16_t));   /* +0.0 in both */
+            else if (nr > 3 && nd == 1 && W >= 8)   /* E rows W apart */
+                pg_combine_h16_strided(dst, r0, W, nr, W, bf16);
             else if (bf16) pg_combine_bf16_inline(dst, r0, r1, r2, rows, nr, W);
             else pg_combine_f16_inline(dst, r0, r1, r2, rows, nr, W);
             /* the rows after it with the same covering windows have the same E rows and

@@ -560,7 +560,8 @@ static inline void pg_combine_f64(double *dst, const double *const *rows, ptrdif
 #if PG_X86_DISPATCH
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
 static inline __m256 pg_combine8_avx2(const float *r0, const float *r1, const float *r2,
-                                       const float *const *rows, ptrdiff_t nr, ptrdiff_t j)
+                                       const float *const *rows, ptrdiff_t rs, ptrdiff_t nr,
+                                       ptrdiff_t j)
 {
     /* one to three terms (the common counts: k3 s1 sums three rows) without the loop;
      * their row pointers are the caller's locals, not reloaded at every block (the
@@ -570,22 +571,29 @@ static inline __m256 pg_combine8_avx2(const float *r0, const float *r1, const fl
     __m256 s = _mm256_add_ps(_mm256_loadu_ps(r0 + j), _mm256_loadu_ps(r1 + j));
     if (nr == 2) return s;
     s = _mm256_add_ps(s, _mm256_loadu_ps(r2 + j));
-    for (ptrdiff_t r = 3; r < nr; r++) s = _mm256_add_ps(s, _mm256_loadu_ps(rows[r] + j));
+    /* rows after the third: rows[], or with rows NULL rs floats apart from r0 on */
+    if (rows)
+        for (ptrdiff_t r = 3; r < nr; r++) s = _mm256_add_ps(s, _mm256_loadu_ps(rows[r] + j));
+    else
+        for (ptrdiff_t r = 3; r < nr; r++) s = _mm256_add_ps(s, _mm256_loadu_ps(r0 + r * rs + j));
     return s;
 }
+
+
 
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
 static inline void pg_combine_bf16_body(uint16_t *dst, const float *r0, const float *r1,
                                         const float *r2, const float *const *rows,
-                                        ptrdiff_t nr, ptrdiff_t n)
+                                        ptrdiff_t rs, ptrdiff_t nr, ptrdiff_t n)
 {
     ptrdiff_t j = 0;
     /* sixteen at a time: two rounded blocks packed into one 32-byte store; a row of 16 or
      * more ends with a block that overlaps the one before (equal values again) */
 #define PG_COMBINE16_BF16(j)                                                                \
     _mm256_storeu_si256((__m256i *)(dst + (j)),                                             \
-                        pg_bf16_round16_avx2(pg_combine8_avx2(r0, r1, r2, rows, nr, (j)),       \
-                                             pg_combine8_avx2(r0, r1, r2, rows, nr, (j) + 8)))
+                        pg_bf16_round16_avx2(                                               \
+                            pg_combine8_avx2(r0, r1, r2, rows, rs, nr, (j)),                \
+                            pg_combine8_avx2(r0, r1, r2, rows, rs, nr, (j) + 8)))
     for (; j + 16 <= n; j += 16) PG_COMBINE16_BF16(j);
     if (j < n && n >= 16) {
         PG_COMBINE16_BF16(n - 16);
@@ -594,7 +602,7 @@ static inline void pg_combine_bf16_body(uint16_t *dst, const float *r0, const fl
 #undef PG_COMBINE16_BF16
     for (; j < n; j += 8) {
         if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
-        __m256i v = pg_bf16_round8_avx2(pg_combine8_avx2(r0, r1, r2, rows, nr, j));
+        __m256i v = pg_bf16_round8_avx2(pg_combine8_avx2(r0, r1, r2, rows, rs, nr, j));
         _mm_storeu_si128((__m128i *)(dst + j),
                          _mm_packus_epi32(_mm256_castsi256_si128(v),
                                           _mm256_extracti128_si256(v, 1)));
@@ -614,10 +622,10 @@ static inline void pg_combine_bf16_inline(uint16_t *dst, const float *r0, const 
         return;
     }
     /* the common term counts as constants, so the loops carry no test on them */
-    if (nr == 1) pg_combine_bf16_body(dst, r0, r0, r0, rows, 1, n);
-    else if (nr == 2) pg_combine_bf16_body(dst, r0, r1, r0, rows, 2, n);
-    else if (nr == 3) pg_combine_bf16_body(dst, r0, r1, r2, rows, 3, n);
-    else pg_combine_bf16_body(dst, r0, r1, r2, rows, nr, n);
+    if (nr == 1) pg_combine_bf16_body(dst, r0, r0, r0, rows, 0, 1, n);
+    else if (nr == 2) pg_combine_bf16_body(dst, r0, r1, r0, rows, 0, 2, n);
+    else if (nr == 3) pg_combine_bf16_body(dst, r0, r1, r2, rows, 0, 3, n);
+    else pg_combine_bf16_body(dst, r0, r1, r2, rows, 0, nr, n);
 }
 
 PG_TARGET_AVX2
@@ -631,11 +639,11 @@ static void pg_combine_bf16_avx2(uint16_t *dst, const float *const *rows, ptrdif
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_combine_f16_body(uint16_t *dst, const float *r0, const float *r1,
                                        const float *r2, const float *const *rows,
-                                       ptrdiff_t nr, ptrdiff_t n)
+                                       ptrdiff_t rs, ptrdiff_t nr, ptrdiff_t n)
 {
     PG_FOR8_OVERLAP(j, n, {
         _mm_storeu_si128((__m128i *)(dst + j),
-                         _mm256_cvtps_ph(pg_combine8_avx2(r0, r1, r2, rows, nr, j),
+                         _mm256_cvtps_ph(pg_combine8_avx2(r0, r1, r2, rows, rs, nr, j),
                                          _MM_FROUND_TO_NEAREST_INT));
     })
 }
@@ -651,10 +659,10 @@ static inline void pg_combine_f16_inline(uint16_t *dst, const float *r0, const f
             dst[j] = _cvtss_sh(pg_combine1_f32(rows, nr, j), _MM_FROUND_TO_NEAREST_INT);
         return;
     }
-    if (nr == 1) pg_combine_f16_body(dst, r0, r0, r0, rows, 1, n);
-    else if (nr == 2) pg_combine_f16_body(dst, r0, r1, r0, rows, 2, n);
-    else if (nr == 3) pg_combine_f16_body(dst, r0, r1, r2, rows, 3, n);
-    else pg_combine_f16_body(dst, r0, r1, r2, rows, nr, n);
+    if (nr == 1) pg_combine_f16_body(dst, r0, r0, r0, rows, 0, 1, n);
+    else if (nr == 2) pg_combine_f16_body(dst, r0, r1, r0, rows, 0, 2, n);
+    else if (nr == 3) pg_combine_f16_body(dst, r0, r1, r2, rows, 0, 3, n);
+    else pg_combine_f16_body(dst, r0, r1, r2, rows, 0, nr, n);
 }
 
 __attribute__((target("avx2,f16c")))
@@ -663,6 +671,28 @@ static void pg_combine_f16_avx2(uint16_t *dst, const float *const *rows, ptrdiff
 {
     pg_combine_f16_inline(dst, rows[0], nr > 1 ? rows[1] : rows[0],
                           nr > 2 ? rows[2] : rows[0], rows, nr, n);
+}
+
+/* the same (bfloat16 or float16) for nr >= 4 rows rs floats apart from r0 on (consecutive
+ * E rows, n >= 8), 4 to 8 rows as constants (kernels of 4 to 8 at stride 1); out of line,
+ * so that the items' row loops keep their registers for the common counts */
+__attribute__((target("avx2,f16c"))) __attribute__((noinline))
+static void pg_combine_h16_strided(uint16_t *dst, const float *r0, ptrdiff_t rs, ptrdiff_t nr,
+                                   ptrdiff_t n, int bf16)
+{
+    const float *r1 = r0 + rs, *r2 = r1 + rs;
+#define PG_COMBINE_STRIDED(NR)                                                              \
+    if (bf16) pg_combine_bf16_body(dst, r0, r1, r2, NULL, rs, NR, n);                       \
+    else pg_combine_f16_body(dst, r0, r1, r2, NULL, rs, NR, n);
+    switch (nr) {
+    case 4: PG_COMBINE_STRIDED(4) break;
+    case 5: PG_COMBINE_STRIDED(5) break;
+    case 6: PG_COMBINE_STRIDED(6) break;
+    case 7: PG_COMBINE_STRIDED(7) break;
+    case 8: PG_COMBINE_STRIDED(8) break;
+    default: PG_COMBINE_STRIDED(nr) break;
+    }
+#undef PG_COMBINE_STRIDED
 }
 #endif
 
