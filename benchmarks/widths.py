@@ -6,21 +6,23 @@ bench.py's avg_pool2d cases have planes of 112, 56 and 14 columns.  The kernels 
 their path by the width (lanes of eight planes through transposes for narrow planes,
 planes folded into one item and streamed as a block up to 64 x 64, rows beyond), and
 per-row costs weigh most on rows of a few dozen values, so this script sweeps the width:
-for each call (k3s2p1, k3s1p1, k2s2), width and dtype, 64 channels and a batch of about
-25 M grad_input values, it times op.execute() (bench.py's Timer) and, in the same run,
+for each call (k3s2p1, k3s1p1, k2s2 by default; any kKsSpP, such as k7s2p3, for windows
+of more terms a value), width and dtype, 64 channels and a batch of about 25 M grad_input
+values, it times op.execute() (bench.py's Timer) and, in the same run,
 the traffic bound of the same bytes (bench.py's TrafficBound: read grad_output once,
 write grad_input once, ordinary or streaming stores, the faster).  It prints the time,
 the bound's share of it (100 % = at the bound), and for 16-bit dtypes the time against
 float32's for as many values (the target: at most 1.0).
 
     PYTHONPATH=. python benchmarks/widths.py [--threads N] [--widths 14,20,28,...]
-                                             [--calls k3s2p1,k3s1p1,k2s2]
+                                             [--calls k3s2p1,k3s1p1,k2s2,k7s2p3,...]
                                              [--dtypes float32,float16,bfloat16]
                                              [--json FILE]
 """
 import argparse
 import json
 import platform
+import re
 
 import numpy as np
 
@@ -39,8 +41,16 @@ CHANNELS = 64
 CALLS = {"k3s2p1": (3, 2, 1), "k3s1p1": (3, 1, 1), "k2s2": (2, 2, 0)}
 
 
+def _kernel(call):
+    """(kernel, stride, padding) of a call named kKsS or kKsSpP (square windows)."""
+    m = re.fullmatch(r"k(\d+)s(\d+)(?:p(\d+))?", call)
+    if m is None:
+        raise SystemExit(f"--calls: {call!r} is not kKsS or kKsSpP (e.g. k7s2p3)")
+    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+
+
 def _op(width, call, dtype, rng):
-    k, s, p = CALLS[call]
+    k, s, p = _kernel(call)
     n = max(1, VALUES // (CHANNELS * width * width))
     wo = (width + 2 * p - k) // s + 1
     go = rng.standard_normal((n, CHANNELS, wo, wo), np.float32).astype(dtype)
@@ -62,7 +72,7 @@ def main(argv=None):
     bound = TrafficBound(nt)
     rng = np.random.default_rng(0)
     rows = []
-    print(f"{'call':7s} {'W':>4s} {'dtype':9s} {'ms':>8s} {'bound ms':>9s} {'of bound':>8s}"
+    print(f"{'call':8s} {'W':>4s} {'dtype':9s} {'ms':>8s} {'bound ms':>9s} {'of bound':>8s}"
           f" {'vs f32':>7s}   ({nt} threads)")
     for call in args.calls.split(","):
         for width in (int(w) for w in args.widths.split(",")):
@@ -82,7 +92,7 @@ def main(argv=None):
                        "values": int(gi.size)}
                 rows.append(row)
                 share = f"{100 * b['best_ms'] / ms:7.0f}%" if b else "       -"
-                print(f"{call:7s} {width:4d} {name:9s} {ms:8.3f} "
+                print(f"{call:8s} {width:4d} {name:9s} {ms:8.3f} "
                       f"{b['best_ms'] if b else float('nan'):9.3f} {share}"
                       f" {'' if vs is None else f'{vs:7.2f}'}", flush=True)
                 del op, go, gi

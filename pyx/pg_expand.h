@@ -129,11 +129,19 @@ static inline int pg_poly2_avx2_ok(ptrdiff_t P, const int64_t *m)
 
 #if PG_X86_DISPATCH
 /* a[q] + a[q+1] + ... + a[q+M-1], eight columns, added left to right (M a constant where
- * the caller's is: then the loop unrolls) */
+ * the caller's is: then the loops unroll; else four terms an iteration) */
 #define PG_PHASE_SUM8(v, a, M, Q)                                                           \
     {                                                                                       \
-        v = _mm256_loadu_ps((a) + (Q));                                                     \
-        for (int64_t t_ = 1; t_ < (M); t_++) v = _mm256_add_ps(v, _mm256_loadu_ps((a) + (Q) + t_)); \
+        const float *a_ = (a) + (Q);                                                        \
+        int64_t t_ = 1;                                                                     \
+        v = _mm256_loadu_ps(a_);                                                            \
+        for (; t_ + 4 <= (M); t_ += 4) {                                                    \
+            v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + t_));                                 \
+            v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + t_ + 1));                             \
+            v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + t_ + 2));                             \
+            v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + t_ + 3));                             \
+        }                                                                                   \
+        for (; t_ < (M); t_++) v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + t_));              \
     }
 
 /* one loop per pair of term counts (constants, so no tests inside the loop), nq >= 8 */

@@ -511,7 +511,14 @@ PG_TARGET_AVX2 PG_ALWAYS_INLINE
 static inline __m256 pg_sum8_strided(const float *p, ptrdiff_t rs, ptrdiff_t nr)
 {
     __m256 v = _mm256_add_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + rs));
-    for (ptrdiff_t t = 2; t < nr; t++) v = _mm256_add_ps(v, _mm256_loadu_ps(p + t * rs));
+    ptrdiff_t t = 2;
+    for (p += 2 * rs; t + 4 <= nr; t += 4, p += 4 * rs) {   /* (nr > 8: four a time) */
+        v = _mm256_add_ps(v, _mm256_loadu_ps(p));
+        v = _mm256_add_ps(v, _mm256_loadu_ps(p + rs));
+        v = _mm256_add_ps(v, _mm256_loadu_ps(p + 2 * rs));
+        v = _mm256_add_ps(v, _mm256_loadu_ps(p + 3 * rs));
+    }
+    for (; t < nr; t++, p += rs) v = _mm256_add_ps(v, _mm256_loadu_ps(p));
     return v;
 }
 #define PG_SUM_STRIDED_LOOP(NR)                                                             \
