@@ -238,6 +238,15 @@ cdef enum:
     LANES_COPY_BYTES = 131072
     LANES_COPY_MIN = 3
 
+# the most terms a value (covering windows along D and H, times taps along W) for which
+# channels-last rows are formed without E rows (_lanes_rows): each value sums all its terms
+# there, where the E rows sum those along W once for all the rows that share them.  On the
+# 2-vCPU EPYC (C = 64, 2 threads, 25 M values) the E rows took 0.65-1.03x the time of the
+# lanes for k3s1p1 (9 terms) at W = 14 to 112, 0.46-0.78x for k5s2p2 (9), 0.48-0.54x for
+# k7s2p3 (16), 0.65-0.82x for k5s1p2 and k7s1p3 (25, 49); and 1.07-1.56x for k3s2p1 (4),
+# 1.22-2.9x for k4s2p1 (4)
+LANES_ROW_TERMS = 8
+
 # the item's E-row formers (pg_item.h) put all of an item's grad_output rows in their grow
 # block before expanding them where the interior is period 2 and rows have at most this
 # many grad_output values, and each row right before it is expanded otherwise.  On the
@@ -1419,7 +1428,7 @@ cdef class AvgGatherKernel(PlannedKernel):
         # or 16-bit, at least 8 contiguous lanes (pg_lanes_row), at most 8 terms a value
         g.lanes_row = (kind != K_F64 and rnd == R_NONE and g.L >= 8
                        and 0 < g.m <= PG_MAX_TAPS and not tstore and not g.fill
-                       and max_terms <= 8
+                       and max_terms <= 8 and max_terms * g.m <= LANES_ROW_TERMS
                        and g.gs[5] == 1 and g.xs[5] == 1
                        and pg_have_avx2() != 0 and pg_have_f16c() != 0)
         # (16-bit only: its rounding is what a run saves; float32 k2s2 took 1.04x with runs)

@@ -1131,8 +1131,10 @@ def test_lanes_rows_give_the_same_bits_as_e_rows(dtype, request, monkeypatch):
     """The channels-last rows formed without E rows: the reference's values, and the bits
     of the E rows and their combine (planned with the baseline loops, which keep the E
     rows), with ordinary and with streaming stores.  C = 8 stays a lane axis here (it
-    would merge into W: _plan.FLAT_LANES_MAX)."""
+    would merge into W: _plan.FLAT_LANES_MAX), and values of more than
+    _kernels.LANES_ROW_TERMS terms go as lanes too."""
     monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 8)
+    monkeypatch.setattr(_kernels, "LANES_ROW_TERMS", 1 << 30)
     _plan.gather_geometry.cache_clear()
     fast = _lanes_runs(dtype)
     request.getfixturevalue("baseline_simd")
@@ -1143,6 +1145,24 @@ def test_lanes_rows_give_the_same_bits_as_e_rows(dtype, request, monkeypatch):
     streamed = _lanes_runs(dtype)
     for a, b, c in zip(fast, base, streamed, strict=True):
         assert np.array_equal(a, b) and np.array_equal(a, c)
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_channels_last_values_of_many_terms_go_through_e_rows(dtype):
+    """Channels-last calls whose values have more than LANES_ROW_TERMS terms (k3s1p1: 3
+    rows of 3 taps; k7s2p3: 4 of 4) form E rows, which sum the taps once for every row
+    that shares them; those of at most that many (k3s2p1: 2 of 2) form rows as lanes."""
+    rng = np.random.default_rng(27)
+    for (k, s, p), lanes in [((3, 1, 1), False), ((7, 2, 3), False), ((3, 2, 1), True)]:
+        x_shape = (2, 16, 12, 19)
+        go, want = _channels_last_avg(dtype, rng, x_shape, k, s, p, False, True, 0)
+        out = empty_out(x_shape, dtype, "channels_last")
+        op = pg.AvgPool2dBackward(go, x_shape, k, s, p, False, True, 0, 0, out)
+        if dtype != np.float64:
+            assert (op._kernel.c_item == "lanes") == lanes, (k, s, p)
+        op.execute(n_threads=2)
+        np.testing.assert_allclose(out.astype(np.float64), want, *tolerance(dtype))
 
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
