@@ -74,6 +74,18 @@ static inline int pg_have_avx2(void) { return 0; }
         if (j < (n)) { j = (n) - 8; __VA_ARGS__ }                                           \
     }
 
+/* CALL(N) with N the constant n where n is 4 to 8 (loops over that many rows unroll), n
+ * itself otherwise */
+#define PG_CASES_4_TO_8(n, CALL)                                                            \
+    switch (n) {                                                                            \
+    case 4: CALL(4) break;                                                                  \
+    case 5: CALL(5) break;                                                                  \
+    case 6: CALL(6) break;                                                                  \
+    case 7: CALL(7) break;                                                                  \
+    case 8: CALL(8) break;                                                                  \
+    default: CALL(n) break;                                                                 \
+    }
+
 /* 1: use the AVX2 loops where the CPU has them (default); 0: baseline loops only */
 static inline void pg_set_simd(int allowed) { pg_simd_allowed = allowed != 0; }
 

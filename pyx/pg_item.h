@@ -542,14 +542,7 @@ static void pg_sum_rows_many_f32_avx2(float *PG_RESTRICT dst, const float *const
         })
         return;
     }
-    switch (nr) {
-    case 4: PG_SUM_STRIDED_LOOP(4) break;
-    case 5: PG_SUM_STRIDED_LOOP(5) break;
-    case 6: PG_SUM_STRIDED_LOOP(6) break;
-    case 7: PG_SUM_STRIDED_LOOP(7) break;
-    case 8: PG_SUM_STRIDED_LOOP(8) break;
-    default: PG_SUM_STRIDED_LOOP(nr) break;
-    }
+    PG_CASES_4_TO_8(nr, PG_SUM_STRIDED_LOOP)
 }
 
 /*

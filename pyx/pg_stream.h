@@ -684,14 +684,7 @@ static void pg_combine_h16_strided(uint16_t *dst, const float *r0, ptrdiff_t rs,
 #define PG_COMBINE_STRIDED(NR)                                                              \
     if (bf16) pg_combine_bf16_body(dst, r0, r1, r2, NULL, rs, NR, n);                       \
     else pg_combine_f16_body(dst, r0, r1, r2, NULL, rs, NR, n);
-    switch (nr) {
-    case 4: PG_COMBINE_STRIDED(4) break;
-    case 5: PG_COMBINE_STRIDED(5) break;
-    case 6: PG_COMBINE_STRIDED(6) break;
-    case 7: PG_COMBINE_STRIDED(7) break;
-    case 8: PG_COMBINE_STRIDED(8) break;
-    default: PG_COMBINE_STRIDED(nr) break;
-    }
+    PG_CASES_4_TO_8(nr, PG_COMBINE_STRIDED)
 #undef PG_COMBINE_STRIDED
 }
 #endif
