@@ -48,6 +48,8 @@ cdef extern from "pg_stream.h" nogil:
     int pg_combine_h16(uint16_t* dst, const float** rows, Py_ssize_t nr, Py_ssize_t n,
                        int bf16)
     int pg_load_h16(float* dst, const uint16_t* src, const float* w, Py_ssize_t n, int bf16)
+    int pg_load_lanes_h16(float* dst, const uint16_t* src, Py_ssize_t so, const float* w,
+                          Py_ssize_t Wo, Py_ssize_t L, int bf16)
     void pg_combine_f32(float* dst, const float** rows, Py_ssize_t nr, Py_ssize_t n,
                         int stream)
     void pg_lanes_row(void* dst, Py_ssize_t ds, Py_ssize_t nd, Py_ssize_t rs, const void** g,
@@ -1221,6 +1223,10 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                         fused = pg_load_h16(grow, gbase + od * g.gs[2] + oh * g.gs[3],
                                             ww if g.scale_w else NULL, Wo,
                                             g.kind == K_BF16) != 0
+                    elif L > 1 and g.gs[5] == 1:
+                        fused = pg_load_lanes_h16(grow, gbase + od * g.gs[2] + oh * g.gs[3],
+                                                  g.gs[4], ww if g.scale_w else NULL, Wo, L,
+                                                  g.kind == K_BF16) != 0
             if not fused:
                 if L == 1:
                     _load_block(gbase + od * g.gs[2] + oh * g.gs[3], 0, g.gs[4], 1, Wo,
@@ -1283,6 +1289,12 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                 if acc_t is float:
                     if direct and not g.stream and pg_combine_h16(dst, rows, nr, rl,
                                                                   g.kind == K_BF16):
+                        continue
+                    # streamed: the rounded row formed in tmp16 (in cache), then streamed
+                    # out, as _store_row would after a float32 combine (the same bits)
+                    if (direct and g.stream and rl * 2 >= 256
+                            and pg_combine_h16(tmp16, rows, nr, rl, g.kind == K_BF16)):
+                        pg_stream_u16(dst, tmp16, rl)
                         continue
             if acc_t is float:
                 pg_combine_f32(acc, rows, nr, rl, 0)

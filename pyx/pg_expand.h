@@ -304,8 +304,47 @@ ATTR static void NAME(const T *grow, T *erow, const int64_t *tap, ptrdiff_t m, p
 PG_DEFINE_EXPAND_LANES(float, pg_lanes_base_f32, )
 PG_DEFINE_EXPAND_LANES(double, pg_lanes_base_f64, )
 #if PG_X86_DISPATCH
-PG_DEFINE_EXPAND_LANES(float, pg_lanes_avx2_f32, PG_TARGET_AVX2)
+PG_DEFINE_EXPAND_LANES(float, pg_lanes_few_avx2_f32, PG_TARGET_AVX2)
 PG_DEFINE_EXPAND_LANES(double, pg_lanes_avx2_f64, PG_TARGET_AVX2)
+
+/* M terms of lanes l .. l+7 of a column, summed in registers left to right */
+#define PG_LANES_SUM8(M, l)                                                                 \
+    {                                                                                       \
+        __m256 v_ = _mm256_loadu_ps(src[0] + (l));                                          \
+        for (ptrdiff_t r_ = 1; r_ < (M); r_++)                                              \
+            v_ = _mm256_add_ps(v_, _mm256_loadu_ps(src[r_] + (l)));                         \
+        _mm256_storeu_ps(dst + (l), _mm256_mul_ps(kv, v_));                                 \
+    }
+#define PG_LANES_MANY_COLUMN(M) PG_FOR8_OVERLAP(l, L, PG_LANES_SUM8(M, l))
+
+/*
+ * Four or more taps a column (windows of 4 or more at stride 1, of 7 or more at stride 2)
+ * with at least eight lanes: each block of eight lanes summed in registers, the last eight
+ * again where L is not a multiple of eight (erow is not grow), in place of a pass over the
+ * column for every term; 4 to 8 taps as constants.  The same sums, left to right.
+ */
+PG_TARGET_AVX2
+static void pg_lanes_many_avx2_f32(const float *PG_RESTRICT grow, float *PG_RESTRICT erow,
+                                   const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L,
+                                   float k)
+{
+    const __m256 kv = _mm256_set1_ps(k);
+    const float *src[PG_MAX_TAPS];
+    for (ptrdiff_t iw = 0; iw < W; iw++) {
+        float *PG_RESTRICT dst = erow + iw * L;
+        for (ptrdiff_t r = 0; r < m; r++) src[r] = grow + tap[iw * m + r] * L;
+        PG_CASES_4_TO_8(m, PG_LANES_MANY_COLUMN)
+    }
+}
+
+static void pg_lanes_avx2_f32(const float *grow, float *erow, const int64_t *tap, ptrdiff_t m,
+                              ptrdiff_t W, ptrdiff_t L, float k)
+{
+    if (m >= 4 && m <= PG_MAX_TAPS && L >= 8)
+        pg_lanes_many_avx2_f32(grow, erow, tap, m, W, L, k);
+    else
+        pg_lanes_few_avx2_f32(grow, erow, tap, m, W, L, k);
+}
 #endif
 
 static inline void pg_expand_lanes_f32(const float *grow, float *erow, const int64_t *tap,

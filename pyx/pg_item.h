@@ -502,50 +502,6 @@ static inline void pg_item_copy(float *PG_RESTRICT dst, const float *PG_RESTRICT
 
 #if PG_X86_DISPATCH
 /*
- * The sum of nr >= 4 rows that follow each other rs floats apart (consecutive E rows: one
- * covering D window), eight columns at a time as below: the row pointers in no table, and
- * 4 to 8 rows as constants (kernels of 4 to 8 at stride 1), so that a term costs one add
- * with its load.
- */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline __m256 pg_sum8_strided(const float *p, ptrdiff_t rs, ptrdiff_t nr)
-{
-    __m256 v = _mm256_add_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + rs));
-    ptrdiff_t t = 2;
-    for (p += 2 * rs; t + 4 <= nr; t += 4, p += 4 * rs) {   /* (nr > 8: four a time) */
-        v = _mm256_add_ps(v, _mm256_loadu_ps(p));
-        v = _mm256_add_ps(v, _mm256_loadu_ps(p + rs));
-        v = _mm256_add_ps(v, _mm256_loadu_ps(p + 2 * rs));
-        v = _mm256_add_ps(v, _mm256_loadu_ps(p + 3 * rs));
-    }
-    for (; t < nr; t++, p += rs) v = _mm256_add_ps(v, _mm256_loadu_ps(p));
-    return v;
-}
-#define PG_SUM_STRIDED_LOOP(NR)                                                             \
-    PG_FOR8_OVERLAP(j, n, { _mm256_storeu_ps(dst + j, pg_sum8_strided(r0 + j, rs, NR)); })
-
-/* out of line, so that the item's row loop keeps its registers for two and three rows */
-PG_TARGET_AVX2 __attribute__((noinline))
-static void pg_sum_rows_many_f32_avx2(float *PG_RESTRICT dst, const float *const *rows,
-                                      ptrdiff_t nr, ptrdiff_t n)
-{
-    const float *const r0 = rows[0], *const r1 = rows[1], *const r2 = rows[2];
-    const ptrdiff_t rs = r1 - r0;
-    ptrdiff_t t = 2;
-    while (t < nr && rows[t] == r0 + t * rs) t++;
-    if (t < nr) {   /* rows not rs apart: through the table */
-        PG_FOR8_OVERLAP(j, n, {
-            __m256 v = _mm256_add_ps(_mm256_loadu_ps(r0 + j), _mm256_loadu_ps(r1 + j));
-            v = _mm256_add_ps(v, _mm256_loadu_ps(r2 + j));
-            for (ptrdiff_t r = 3; r < nr; r++) v = _mm256_add_ps(v, _mm256_loadu_ps(rows[r] + j));
-            _mm256_storeu_ps(dst + j, v);
-        })
-        return;
-    }
-    PG_CASES_4_TO_8(nr, PG_SUM_STRIDED_LOOP)
-}
-
-/*
  * A grad_input row of nr >= 2 E rows, eight columns at a time, the last eight again where
  * W is not a multiple of eight (overlapping: the same values; dst is none of the rows):
  * the adds of the column loop, left to right, without its vectorised loop's prologue and

@@ -114,11 +114,69 @@ PG_LOAD_LANES_LOOP(pg_load_lanes_base_f32, )
 PG_COMBINE_LOOPS(float, pg_combine_base_f32, )
 PG_COMBINE_LOOPS(double, pg_combine_base_f64, )
 #if PG_X86_DISPATCH
-PG_COMBINE_LOOPS(float, pg_combine_avx2_f32, PG_TARGET_AVX2)
+PG_COMBINE_LOOPS(float, pg_combine_few_avx2_f32, PG_TARGET_AVX2)
 PG_COMBINE_LOOPS(double, pg_combine_avx2_f64, PG_TARGET_AVX2)
 PG_MUL_LOOP(pg_mul_avx2_f32, PG_TARGET_AVX2)
 PG_MUL_INPLACE_LOOP(pg_mulin_avx2_f32, PG_TARGET_AVX2)
 PG_LOAD_LANES_LOOP(pg_load_lanes_avx2_f32, PG_TARGET_AVX2)
+
+/*
+ * The sum of nr >= 4 rows that follow each other rs floats apart (consecutive E rows: one
+ * covering D window), eight values at a time, the last eight again where n is not a
+ * multiple of eight (dst is none of the rows): the row pointers in no table, and 4 to 8
+ * rows as constants (kernels of 4 to 8 at stride 1), so that a term costs one add with
+ * its load.
+ */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline __m256 pg_sum8_strided(const float *p, ptrdiff_t rs, ptrdiff_t nr)
+{
+    __m256 v = _mm256_add_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + rs));
+    ptrdiff_t t = 2;
+    for (p += 2 * rs; t + 4 <= nr; t += 4, p += 4 * rs) {   /* (nr > 8: four a time) */
+        v = _mm256_add_ps(v, _mm256_loadu_ps(p));
+        v = _mm256_add_ps(v, _mm256_loadu_ps(p + rs));
+        v = _mm256_add_ps(v, _mm256_loadu_ps(p + 2 * rs));
+        v = _mm256_add_ps(v, _mm256_loadu_ps(p + 3 * rs));
+    }
+    for (; t < nr; t++, p += rs) v = _mm256_add_ps(v, _mm256_loadu_ps(p));
+    return v;
+}
+#define PG_SUM_STRIDED_LOOP(NR)                                                             \
+    PG_FOR8_OVERLAP(j, n, { _mm256_storeu_ps(dst + j, pg_sum8_strided(r0 + j, rs, NR)); })
+
+/* out of line, so that the item's row loop keeps its registers for two and three rows */
+PG_TARGET_AVX2 __attribute__((noinline))
+static void pg_sum_rows_many_f32_avx2(float *PG_RESTRICT dst, const float *const *rows,
+                                      ptrdiff_t nr, ptrdiff_t n)
+{
+    const float *const r0 = rows[0], *const r1 = rows[1], *const r2 = rows[2];
+    const ptrdiff_t rs = r1 - r0;
+    ptrdiff_t t = 2;
+    while (t < nr && rows[t] == r0 + t * rs) t++;
+    if (t < nr) {   /* rows not rs apart: through the table */
+        PG_FOR8_OVERLAP(j, n, {
+            __m256 v = _mm256_add_ps(_mm256_loadu_ps(r0 + j), _mm256_loadu_ps(r1 + j));
+            v = _mm256_add_ps(v, _mm256_loadu_ps(r2 + j));
+            for (ptrdiff_t r = 3; r < nr; r++) v = _mm256_add_ps(v, _mm256_loadu_ps(rows[r] + j));
+            _mm256_storeu_ps(dst + j, v);
+        })
+        return;
+    }
+    PG_CASES_4_TO_8(nr, PG_SUM_STRIDED_LOOP)
+}
+
+/* four or more terms (rows of at least eight values) summed in registers, eight values at
+ * a time, in place of a pass over dst for every term past the third: channels-last rows
+ * of windows of 5 or more at stride 1 (the same sums, left to right) */
+PG_TARGET_AVX2
+static void pg_combine_avx2_f32(float *PG_RESTRICT dst, const float *const *rows, ptrdiff_t nr,
+                                ptrdiff_t n)
+{
+    if (nr >= 4 && n >= 8)
+        pg_sum_rows_many_f32_avx2(dst, rows, nr, n);
+    else
+        pg_combine_few_avx2_f32(dst, rows, nr, n);
+}
 #endif
 
 static inline void pg_mul_f32(float *dst, const float *a, const float *b, ptrdiff_t n)
@@ -744,6 +802,43 @@ static inline int pg_load_h16(float *dst, const uint16_t *src, const float *w, p
         return 0;
 #if PG_X86_DISPATCH
     (bf16 ? pg_load_bf16_avx2 : pg_load_f16_avx2)(dst, src, w, n);
+#endif
+    return 1;
+}
+
+/*
+ * Channels-last 16-bit grad_output columns of L >= 8 contiguous lanes, `so` elements
+ * apart, widened to float32 into a dense row and multiplied by their W weight (w NULL: not
+ * multiplied): the same values as the conversion followed by the multiply.  Returns 0
+ * where the CPU lacks the instructions or L < 8.
+ */
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2_F16C
+static void pg_load_lanes_h16_avx2(float *dst, const uint16_t *src, ptrdiff_t so,
+                                   const float *w, ptrdiff_t Wo, ptrdiff_t L, int bf16)
+{
+    for (ptrdiff_t ow = 0; ow < Wo; ow++) {
+        const uint16_t *s = src + ow * so;
+        float *d = dst + ow * L;
+        const __m256 c = _mm256_set1_ps(w ? w[ow] : 0.0f);
+        PG_FOR8_OVERLAP(l, L, {
+            const __m128i h = _mm_loadu_si128((const __m128i *)(s + l));
+            __m256 v = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
+                            : _mm256_cvtph_ps(h);
+            if (w) v = _mm256_mul_ps(v, c);
+            _mm256_storeu_ps(d + l, v);
+        })
+    }
+}
+#endif
+
+static inline int pg_load_lanes_h16(float *dst, const uint16_t *src, ptrdiff_t so,
+                                    const float *w, ptrdiff_t Wo, ptrdiff_t L, int bf16)
+{
+    if (L < 8 || !pg_have_h16(bf16))
+        return 0;
+#if PG_X86_DISPATCH
+    pg_load_lanes_h16_avx2(dst, src, so, w, Wo, L, bf16);
 #endif
     return 1;
 }

@@ -1165,6 +1165,70 @@ def test_channels_last_values_of_many_terms_go_through_e_rows(dtype):
         np.testing.assert_allclose(out.astype(np.float64), want, *tolerance(dtype))
 
 
+# channels-last E rows (values of more than LANES_ROW_TERMS terms) with four or more taps a
+# column and four or more covering rows: the taps and rows summed in registers eight lanes
+# at a time (pg_lanes_many_avx2_f32, pg_sum_rows_many_f32_avx2), 16-bit rows widened in one
+# pass (pg_load_lanes_h16) and, streamed, rounded in cache first
+CL_MANY_TERMS = [  # (x shape, kernel, stride, padding, count_include_pad)
+    ((2, 16, 11, 23), 5, 1, 2, True),      # 5 taps and rows
+    ((1, 20, 12, 30), 7, 1, 3, False),     # 7, W weights, lanes past the last block of 8
+    ((1, 16, 13, 40), 11, 1, 5, True),     # 11 (a count the loops take as it is)
+    ((2, 20, 9, 17), 4, 1, 0, True),       # 4
+    ((1, 16, 15, 33), 7, 2, 3, False),     # 4 and 3 a column at stride 2
+    ((1, 6, 10, 19), 5, 1, 2, False),      # 6 lanes (under 8: the loops over terms)
+]
+
+
+def _cl_many_runs(dtype):
+    rng = np.random.default_rng(31)
+    outs = []
+    for x_shape, k, s, p, cip in CL_MANY_TERMS:
+        go, want = _channels_last_avg(dtype, rng, x_shape, k, s, p, False, cip, 0)
+        for layout in ("c", "channels_last"):
+            out = empty_out(x_shape, dtype, layout)
+            op = pg.AvgPool2dBackward(as_layout(go, layout), x_shape, k, s, p, False, cip, 0,
+                                      0, out)
+            if layout == "channels_last":
+                assert op._kernel.c_item == "", (x_shape, k)
+            op.execute(n_threads=2)
+            np.testing.assert_allclose(out.astype(np.float64), want, *tolerance(dtype))
+            outs.append(_bits(out))
+    # adaptive windows overlapping along D and H: four covering rows, not equally spaced
+    # (two D rows' E rows), 16 and 20 lanes
+    for x_shape, o in [((1, 16, 7, 9, 20), (4, 5, 6)), ((2, 20, 5, 11, 9), (3, 4, 7))]:
+        go = _special(x_shape[:2] + o, dtype, rng)
+        with np.errstate(invalid="ignore"):
+            want = ref_adaptive_avg_pool3d_backward(go, x_shape)
+        for layout in ("c", "channels_last"):
+            out = empty_out(x_shape, dtype, layout)
+            pg.adaptive_avg_pool3d_backward(as_layout(go, layout), x_shape, out=out,
+                                            n_threads=2)
+            np.testing.assert_allclose(out.astype(np.float64), want, *tolerance(dtype))
+            outs.append(_bits(out))
+    return outs
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_channels_last_e_rows_of_many_taps_give_the_same_bits(dtype, request, monkeypatch):
+    """Channels-last E rows with many taps a column and many rows a value: the reference's
+    values, the bits of their NCHW twins, and the same bits with the baseline loops and
+    with streaming stores.  C = 6 stays a lane axis here (it would merge into W)."""
+    monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 4)
+    _plan.gather_geometry.cache_clear()
+    fast = _cl_many_runs(dtype)
+    for a, b in zip(fast[::2], fast[1::2]):
+        assert np.array_equal(a, b)
+    request.getfixturevalue("baseline_simd")
+    base = _cl_many_runs(dtype)
+    _kernels._set_simd(True)
+    request.getfixturevalue("stream_everything")
+    _plan.gather_geometry.cache_clear()
+    streamed = _cl_many_runs(dtype)
+    for a, b, c in zip(fast, base, streamed, strict=True):
+        assert np.array_equal(a, b) and np.array_equal(a, c)
+
+
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
 @pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16)],
                          ids=["f32", "f16"])

@@ -225,7 +225,7 @@ def test_max_plane_over_int32_with_zero_batch():
 _PYX = os.path.join(os.path.dirname(__file__), os.pardir, "pyx", "_kernels.pyx")
 # C ints that are flags or thread counts, never an index, extent or offset
 _INT_OK = {"kind", "rnd", "nt", "n_threads", "first", "idx64", "scale_w", "stream", "tstore", "fill", "fill_fast",
-           "budget", "threads_for", "pg_have_f16c", "pg_have_avx2", "allowed", "bf16", "pg_combine_h16", "pg_load_h16", "pg_item_h16_run", "region",
+           "budget", "threads_for", "pg_have_f16c", "pg_have_avx2", "allowed", "bf16", "pg_combine_h16", "pg_load_h16", "pg_load_lanes_h16", "pg_item_h16_run", "region",
            "pg_any_bad_i64", "pg_any_bad_i32", "any_bad", "single", "dup2",
            "pg_scatter_fast", "fk", "j64", "_default_budget", "window", "sent",
            "PG_OPENMP", "PG_OPENMP_VERSION", "PG_HAVE_STREAM", "lanes_row", "pg_lanes_row", "rows_rng",
