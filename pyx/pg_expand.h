@@ -219,12 +219,7 @@ static void pg_poly2_avx2_f32(const float *a, const float *b, int64_t ma, int64_
     case 1: LOOP(1) break;                                                                  \
     case 2: LOOP(2) break;                                                                  \
     case 3: LOOP(3) break;                                                                  \
-    case 4: LOOP(4) break;                                                                  \
-    case 5: LOOP(5) break;                                                                  \
-    case 6: LOOP(6) break;                                                                  \
-    case 7: LOOP(7) break;                                                                  \
-    case 8: LOOP(8) break;                                                                  \
-    default: LOOP(m) break;                                                                 \
+    default: PG_CASES_4_TO_8(m, LOOP) break;                                                \
     }
 
 PG_TARGET_AVX2

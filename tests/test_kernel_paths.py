@@ -1095,6 +1095,22 @@ def _channels_last_avg(dtype, rng, x_shape, k, s, p, ceil, cip, div):
         return go, ref_avg_pool2d_backward(go, x_shape, k, s, p, ceil, cip, div)
 
 
+def _same_bits_baseline_and_streamed(request, runs, base_runs=None):
+    """runs() with the AVX2 loops, base_runs() (runs by default) with the baseline loops,
+    and runs() with the AVX2 loops and streaming stores: the same bits each time.  Returns
+    the first results."""
+    fast = runs()
+    request.getfixturevalue("baseline_simd")
+    base = (base_runs or runs)()
+    _kernels._set_simd(True)
+    request.getfixturevalue("stream_everything")
+    _plan.gather_geometry.cache_clear()
+    streamed = runs()
+    for a, b, c in zip(fast, base, streamed, strict=True):
+        assert np.array_equal(a, b) and np.array_equal(a, c)
+    return fast
+
+
 def _lanes_runs(dtype, lanes=True):
     rng = np.random.default_rng(21)
     outs = []
@@ -1136,15 +1152,8 @@ def test_lanes_rows_give_the_same_bits_as_e_rows(dtype, request, monkeypatch):
     monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 8)
     monkeypatch.setattr(_kernels, "LANES_ROW_TERMS", 1 << 30)
     _plan.gather_geometry.cache_clear()
-    fast = _lanes_runs(dtype)
-    request.getfixturevalue("baseline_simd")
-    base = _lanes_runs(dtype, lanes=False)
-    _kernels._set_simd(True)
-    request.getfixturevalue("stream_everything")
-    _plan.gather_geometry.cache_clear()
-    streamed = _lanes_runs(dtype)
-    for a, b, c in zip(fast, base, streamed, strict=True):
-        assert np.array_equal(a, b) and np.array_equal(a, c)
+    _same_bits_baseline_and_streamed(request, lambda: _lanes_runs(dtype),
+                                     lambda: _lanes_runs(dtype, lanes=False))
 
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
@@ -1216,17 +1225,9 @@ def test_channels_last_e_rows_of_many_taps_give_the_same_bits(dtype, request, mo
     with streaming stores.  C = 6 stays a lane axis here (it would merge into W)."""
     monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 4)
     _plan.gather_geometry.cache_clear()
-    fast = _cl_many_runs(dtype)
+    fast = _same_bits_baseline_and_streamed(request, lambda: _cl_many_runs(dtype))
     for a, b in zip(fast[::2], fast[1::2]):
         assert np.array_equal(a, b)
-    request.getfixturevalue("baseline_simd")
-    base = _cl_many_runs(dtype)
-    _kernels._set_simd(True)
-    request.getfixturevalue("stream_everything")
-    _plan.gather_geometry.cache_clear()
-    streamed = _cl_many_runs(dtype)
-    for a, b, c in zip(fast, base, streamed, strict=True):
-        assert np.array_equal(a, b) and np.array_equal(a, c)
 
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
