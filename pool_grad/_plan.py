@@ -24,6 +24,14 @@ KINDS = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.float16):
 # per-thread scratch a work item may use for its expanded rows (elements); sized to stay
 # in a core's L2 cache
 SCRATCH_ELEMS = 1 << 17
+# blocks that fit that budget only by expanding their grad_output rows more than
+# SCRATCH_REEXPAND times on average (the rows a block shares with its neighbours: wide
+# channels-last rows under windows of many rows) get up to SCRATCH_GROW times the budget:
+# E rows past the L2 cost less than expanding them again (k11 s1 p5, 32x64x112x112
+# channels-last float32, 2 threads, 2-vCPU EPYC: blocks of 7 rows expanding 17, 39.7 ms;
+# of 56 rows, 28.3 ms; k3 s1 p1, 16 of 14, 10.0 against 9.6 ms, stays)
+SCRATCH_REEXPAND = 1.25
+SCRATCH_GROW = 4
 # a parallel call wants at least 4 work items per core (and MIN_ITEMS) to balance threads,
 # but blocks are not split below MIN_ITEM_VALUES values (a smaller call runs on one thread:
 # C_GRAIN_BYTES).  More items cost more where blocks split a plane's rows: a channels-last
@@ -705,16 +713,21 @@ def gather_blocks(dcov, hcov, D, H, row_len, planes, n_cpu, folded=False):
     rows (splitting them costs nothing, while an H split re-expands rows) -- but not below
     MIN_ITEM_VALUES values (the 1x16x4x4 seed split into 64 one-row items took 11.7 k
     instructions a call, 2.2 k as one item)."""
-    bd, bh = D, H
-
     def rows(bd, bh):
         return _max_span(*dcov, D, bd) * _max_span(*hcov, H, bh)
 
-    while rows(bd, bh) * row_len > SCRATCH_ELEMS and (bd > 1 or bh > 1):
-        if bd > 1:
-            bd = _ceil_half(bd)
-        else:
-            bh = _ceil_half(bh)
+    def fit(budget):
+        bd, bh = D, H
+        while rows(bd, bh) * row_len > budget and (bd > 1 or bh > 1):
+            if bd > 1:
+                bd = _ceil_half(bd)
+            else:
+                bh = _ceil_half(bh)
+        return bd, bh
+
+    bd, bh = fit(SCRATCH_ELEMS)
+    if rows(bd, bh) > SCRATCH_REEXPAND * bd * bh:
+        bd, bh = fit(SCRATCH_GROW * SCRATCH_ELEMS)
     want = max(MIN_ITEMS, 4 * n_cpu)
 
     def split(bd, bh):   # too few items, and blocks worth splitting

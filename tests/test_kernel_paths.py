@@ -382,6 +382,32 @@ def test_max_pool_split_blocks_give_the_same_bits(idx_dtype, request):
         assert np.array_equal(a, b)
 
 
+def test_gather_blocks_grow_their_budget_rather_than_expand_rows_again(monkeypatch):
+    """Blocks that fit SCRATCH_ELEMS only by expanding each grad_output row more than
+    SCRATCH_REEXPAND times on average (channels-last k11 s1 p5 rows: 5-row blocks
+    expanding 15) get up to SCRATCH_GROW times the budget (one 40-row block); the bits are
+    those of the small blocks, and a block that re-expands little keeps the budget."""
+    x_shape = (1, 16, 40, 30)
+    monkeypatch.setattr(_plan, "SCRATCH_ELEMS", 16 * 30 * 16)   # 16 rows of 30 x 16 lanes
+    monkeypatch.setattr(_plan, "MIN_ITEM_VALUES", 1 << 62)      # no split for threads
+
+    def run(k, p, grow):
+        monkeypatch.setattr(_plan, "SCRATCH_GROW", grow)
+        _plan.gather_geometry.cache_clear()
+        go, want = _channels_last_avg(np.float32, np.random.default_rng(33), x_shape, k, 1, p,
+                                      False, True, 0)
+        out = empty_out(x_shape, np.float32, "channels_last")
+        op = pg.AvgPool2dBackward(go, x_shape, k, 1, p, False, True, 0, 0, out)
+        op.execute(n_threads=2)
+        np.testing.assert_allclose(out, want, *tolerance(np.float32))
+        return op._kernel.n_items, _bits(out)
+
+    (n_small, small), (n_grown, grown) = run(11, 5, 1), run(11, 5, 4)
+    assert (n_small, n_grown) == (8, 1)
+    assert np.array_equal(small, grown)
+    assert run(3, 1, 4)[0] == run(3, 1, 1)[0] == 4    # 10-row blocks expanding 12: kept
+
+
 def test_max_pool_blocks_hold_whole_windows(monkeypatch):
     """Where the output rows' windows tile the plane (H = Ho * kh), a plane split into
     blocks of rows is split at window edges while a window fits in the budget, also when
