@@ -843,7 +843,11 @@ def gather_geometry(spec, shape6, acc, n_cpu, folded=False, flat=1):
 
     With ``flat`` > 1, shape6 is a flat_lanes view (W axis of W * flat values): the W
     tables are for W * flat columns of one lane (flat_taps; W weights repeated for each
-    lane; no polyphase form).  None there if the W axis has no tap table."""
+    lane; a polyphase form for period 1 only: flat_polyphase).  None there if the W axis
+    has no tap table.
+
+    The polyphase form is (q0, q1, c, m) (polyphase), then (q0, q1, pad) widened
+    (poly_padded), then the gap: how far apart a phase's terms are (1; flat_polyphase)."""
     windows, weights, scale_w, w_period = _AXES[spec[0]](*spec[1:])
     n, c, d, h, w, lanes = shape6
     if flat > 1:
@@ -862,7 +866,7 @@ def gather_geometry(spec, shape6, acc, n_cpu, folded=False, flat=1):
     poly = (polyphase(*covs[2], w_period)
             if lanes == 1 and ((w_period or 0) <= 2 or tp is None) else None)
     if poly is not None:
-        poly = poly + poly_padded(*covs[2], w_period, poly, len(windows[2][0]), tp)
+        poly = poly + poly_padded(*covs[2], w_period, poly, len(windows[2][0]), tp) + (1,)
     wts = tuple(np.ascontiguousarray(x, dtype=acc) for x in weights)
     runs = item_runs(tp, w, covs[1], len(windows[2][0]), poly is None and lanes == 1)
     for arr in tables + wts + runs[:2] + runs[6:] + (tp,) + (poly[2:4] if poly else ()):
@@ -953,15 +957,34 @@ def _flat_geometry(spec, shape6, acc, n_cpu, flat):
     if tp is None:
         return None
     ftp = flat_taps(tp, w, n_out, flat)
+    poly = flat_polyphase(tables[4], tables[5], _AXES[spec[0]](*spec[1:])[3], n_out, tp, flat)
     lane = np.arange(flat)
     # the [wlo, whi) ranges of the merged axis (the kernel uses them only without taps)
     wlo = np.ascontiguousarray((tables[4][:, None] * flat + lane).reshape(-1))
     whi = np.ascontiguousarray(((tables[5][:, None] - 1) * flat + lane + 1).reshape(-1))
     ftables = tables[:4] + (wlo, whi)
     fwts = wts[:2] + (np.ascontiguousarray(np.repeat(wts[2], flat)),)
-    fruns = item_runs(ftp, wl, (tables[2], tables[3]), n_out * flat, True)
-    for arr in (wlo, whi, fwts[2], ftp) + fruns[:2]:
+    fruns = item_runs(ftp, wl, (tables[2], tables[3]), n_out * flat, poly is None)
+    for arr in (wlo, whi, fwts[2], ftp) + fruns[:2] + (poly[2:4] if poly else ()):
         if arr is not None:
             arr.flags.writeable = False
-    return ftables, ftp, fruns, None, fwts, bd, bh, rows, terms, scale_w
+    return ftables, ftp, fruns, poly, fwts, bd, bh, rows, terms, scale_w
+
+
+def flat_polyphase(lo, hi, period, n_out, tp, lanes):
+    """The polyphase form of a W axis of period 1 merged with `lanes` lanes (flat_lanes),
+    from its own (polyphase, poly_padded): columns, offsets and pad slots times `lanes`,
+    and a phase's terms `lanes` apart (value l of column w sums value l of its output
+    columns), so that the period-1 loops (pyx/pg_expand.h) run over the merged row as they
+    do over a row of one lane, where tap spreads would permute every term.  None for other
+    periods, whose phases would interleave blocks of lanes."""
+    if period != 1:
+        return None
+    poly = polyphase(lo, hi, 1)
+    if poly is None:
+        return None
+    q0, q1, c, m = poly
+    x0, x1, pad = poly_padded(lo, hi, 1, poly, n_out, tp)
+    return (q0 * lanes, q1 * lanes, np.ascontiguousarray(c * lanes), m,
+            x0 * lanes, x1 * lanes, pad * lanes, lanes)
 

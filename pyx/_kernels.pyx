@@ -83,11 +83,11 @@ cdef extern from "pg_stream.h" nogil:
 cdef extern from "pg_expand.h" nogil:
     Py_ssize_t PG_POLY_MAX_M
     void pg_expand_poly_f32(const float* grow, float* e, Py_ssize_t P, Py_ssize_t q0,
-                            Py_ssize_t nq, const int64_t* c, const int64_t* m, float* tmp,
-                            float k)
+                            Py_ssize_t nq, const int64_t* c, const int64_t* m,
+                            Py_ssize_t gap, float* tmp, float k)
     void pg_expand_poly_f64(const double* grow, double* e, Py_ssize_t P, Py_ssize_t q0,
-                            Py_ssize_t nq, const int64_t* c, const int64_t* m, double* tmp,
-                            double k)
+                            Py_ssize_t nq, const int64_t* c, const int64_t* m,
+                            Py_ssize_t gap, double* tmp, double k)
     void pg_expand_lanes_f32(const float* grow, float* erow, const int64_t* tap, Py_ssize_t m,
                              Py_ssize_t W, Py_ssize_t L, float k)
     void pg_expand_lanes_f64(const double* grow, double* erow, const int64_t* tap,
@@ -101,7 +101,7 @@ cdef extern from "pg_item.h" nogil:
         const int64_t* hlo
         const int64_t* hhi
         const int64_t* wtap
-        Py_ssize_t m, P, q0, q1, qx0, qx1, epad, gblk
+        Py_ssize_t m, P, q0, q1, gap, qx0, qx1, epad, gblk
         int gblk_rows
         const int64_t* pc
         const int64_t* pm
@@ -751,6 +751,8 @@ cdef struct Gather:
     const int64_t* wtap     # m taps per input column (padding taps point at a -0.0 slot)
     Py_ssize_t m            # taps per column, 0: use the [wlo, whi) ranges instead
     Py_ssize_t P, q0, q1    # polyphase interior of the W expansion (P = 0: none)
+    Py_ssize_t gap          # P = 1: how far apart a phase's terms are (1, or the lanes of
+                            # a merged channels-last row: pg_expand.h)
     const int64_t* pc
     const int64_t* pm
     Py_ssize_t max_terms    # most E rows that one grad_input row sums
@@ -869,9 +871,9 @@ cdef void _expand(const acc_t* grow, acc_t* erow, const Gather* g, acc_t* tmp,
         return
     _expand_cols(grow, erow, g, 0, g.P * g.q0, k)
     if acc_t is float:
-        pg_expand_poly_f32(grow, erow, g.P, g.q0, g.q1 - g.q0, g.pc, g.pm, tmp, k)
+        pg_expand_poly_f32(grow, erow, g.P, g.q0, g.q1 - g.q0, g.pc, g.pm, g.gap, tmp, k)
     else:
-        pg_expand_poly_f64(grow, erow, g.P, g.q0, g.q1 - g.q0, g.pc, g.pm, tmp, k)
+        pg_expand_poly_f64(grow, erow, g.P, g.q0, g.q1 - g.q0, g.pc, g.pm, g.gap, tmp, k)
     _expand_cols(grow, erow, g, g.P * g.q1, g.W, k)
 
 
@@ -1414,12 +1416,13 @@ cdef class AvgGatherKernel(PlannedKernel):
         g.m = 0 if taps is None else taps.shape[0] // gi6.shape[4]
         if g.m:
             t = taps; g.wtap = &t[0]
-        g.P = 0
+        g.P, g.gap = 0, 1
         if poly is not None and g.L == 1:
             g.q0, g.q1 = poly[0], poly[1]
             t = poly[2]; g.pc = &t[0]
             t = poly[3]; g.pm = &t[0]
             g.P = poly[2].shape[0]
+            g.gap = poly[7]
         _fill_strides(g.gs, go6)
         _fill_strides(g.xs, gi6)
         # (pg_plane_item checks these again, and the CPU, at every item)
@@ -1495,6 +1498,7 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.it.dlo, self.it.dhi, self.it.hlo, self.it.hhi = g.dlo, g.dhi, g.hlo, g.hhi
             self.it.wtap, self.it.m = g.wtap, g.m
             self.it.P, self.it.q0, self.it.q1, self.it.pc, self.it.pm = g.P, g.q0, g.q1, g.pc, g.pm
+            self.it.gap = g.gap if g.P else 1
             self.it.qx0, self.it.qx1 = (poly[4], poly[5]) if g.P else (g.q0, g.q1)
             self.it.epad = poly[6] if g.P else 2
             self.it.wd, self.it.wh = &self.wd_f[0], &self.wh_f[0]

@@ -7,6 +7,10 @@
  * place of a gather through a tap table.  Terms are added in increasing output column, as
  * the tap table adds them, so the two forms give the same bits.  Each sum is then multiplied
  * by `scale` (the row's D and H weight), as a separate pass over the row would.
+ *
+ * Period 1 also serves rows of `gap` channels-last lanes merged into one (_plan.flat_lanes):
+ * value l of input column w sums value l of output columns w + c[0], w + c[0] + 1, ...,
+ * which lie gap values apart, so a phase's terms are gap apart rather than adjacent.
  */
 #ifndef PG_EXPAND_H
 #define PG_EXPAND_H
@@ -29,7 +33,7 @@
 
 #define PG_DEFINE_EXPAND_POLY(T, NAME)                                                      \
 static inline void NAME(const T *grow, T *e, ptrdiff_t P, ptrdiff_t q0, ptrdiff_t nq,      \
-                        const int64_t *c, const int64_t *m, T *tmp, T k)                    \
+                        const int64_t *c, const int64_t *m, ptrdiff_t gap, T *tmp, T k)     \
 {                                                                                           \
     T *dst = e + P * q0;                                                                    \
     if (P == 2 && m[0] >= 1 && m[0] <= 3 && m[1] >= 1 && m[1] <= 3) {                        \
@@ -57,7 +61,7 @@ static inline void NAME(const T *grow, T *e, ptrdiff_t P, ptrdiff_t q0, ptrdiff_
         const T *a = grow + q0 + c[0];                                                     \
         for (ptrdiff_t q = 0; q < nq; q++) dst[q] = a[q];                                   \
         for (int64_t t = 1; t < m[0]; t++)                                                  \
-            for (ptrdiff_t q = 0; q < nq; q++) dst[q] = dst[q] + a[q + t];                  \
+            for (ptrdiff_t q = 0; q < nq; q++) dst[q] = dst[q] + a[q + t * gap];            \
         for (ptrdiff_t q = 0; q < nq; q++) dst[q] = k * dst[q];                             \
         return;                                                                             \
     }                                                                                       \
@@ -128,21 +132,22 @@ static inline int pg_poly2_avx2_ok(ptrdiff_t P, const int64_t *m)
 }
 
 #if PG_X86_DISPATCH
-/* a[q] + a[q+1] + ... + a[q+M-1], eight columns, added left to right (M a constant where
- * the caller's is: then the loops unroll; else four terms an iteration) */
-#define PG_PHASE_SUM8(v, a, M, Q)                                                           \
+/* a[q] + a[q+S] + ... + a[q+(M-1)*S], eight columns, added left to right (M a constant
+ * where the caller's is: then the loops unroll; else four terms an iteration) */
+#define PG_PHASE_SUM8_S(v, a, M, Q, S)                                                      \
     {                                                                                       \
         const float *a_ = (a) + (Q);                                                        \
         int64_t t_ = 1;                                                                     \
         v = _mm256_loadu_ps(a_);                                                            \
         for (; t_ + 4 <= (M); t_ += 4) {                                                    \
-            v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + t_));                                 \
-            v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + t_ + 1));                             \
-            v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + t_ + 2));                             \
-            v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + t_ + 3));                             \
+            v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + t_ * (S)));                           \
+            v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + (t_ + 1) * (S)));                     \
+            v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + (t_ + 2) * (S)));                     \
+            v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + (t_ + 3) * (S)));                     \
         }                                                                                   \
-        for (; t_ < (M); t_++) v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + t_));              \
+        for (; t_ < (M); t_++) v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + t_ * (S)));        \
     }
+#define PG_PHASE_SUM8(v, a, M, Q) PG_PHASE_SUM8_S(v, a, M, Q, 1)
 
 /* one loop per pair of term counts (constants, so no tests inside the loop), nq >= 8 */
 #define PG_POLY2_AVX2_BLOCK(MA, MB, Q)                                                      \
@@ -203,14 +208,16 @@ static void pg_poly2_avx2_f32(const float *a, const float *b, int64_t ma, int64_
  * the 2-vCPU EPYC that call cost k3s1p1 32x64x56x56 float32 28 ms a call, against 8 ms for
  * W = 55, as if each switch between the two encodings stalled.
  */
-#define PG_POLY1_AVX2_BLOCK(M, Q)                                                           \
+#define PG_POLY1_AVX2_BLOCK(M, Q, S)                                                        \
     {                                                                                       \
         const ptrdiff_t q_ = (Q);                                                           \
         __m256 v;                                                                           \
-        PG_PHASE_SUM8(v, a, M, q_)                                                          \
+        PG_PHASE_SUM8_S(v, a, M, q_, S)                                                     \
         _mm256_storeu_ps(dst + q_, _mm256_mul_ps(vk, v));                                   \
     }
-#define PG_POLY1_AVX2_LOOP(M) PG_FOR8_OVERLAP(q, nq, PG_POLY1_AVX2_BLOCK(M, q))
+#define PG_POLY1_AVX2_LOOP(M) PG_FOR8_OVERLAP(q, nq, PG_POLY1_AVX2_BLOCK(M, q, 1))
+/* the same with the terms gap apart (merged channels-last lanes) */
+#define PG_POLY1S_AVX2_LOOP(M) PG_FOR8_OVERLAP(q, nq, PG_POLY1_AVX2_BLOCK(M, q, gap))
 
 /* LOOP(M) for a period-1 interior's term count m: 1 to 8 as constants (kernels up to 8
  * at stride 1), more as it is */
@@ -223,28 +230,32 @@ static void pg_poly2_avx2_f32(const float *a, const float *b, int64_t ma, int64_
     }
 
 PG_TARGET_AVX2
-static void pg_poly1_avx2_f32(const float *a, int64_t m, float *dst, ptrdiff_t nq, float k)
+static void pg_poly1_avx2_f32(const float *a, int64_t m, ptrdiff_t gap, float *dst,
+                              ptrdiff_t nq, float k)
 {
     const __m256 vk = _mm256_set1_ps(k);
     if (nq < 8) {
         for (ptrdiff_t q = 0; q < nq; q++) {
             float v = a[q];
-            for (int64_t t = 1; t < m; t++) v = v + a[q + t];
+            for (int64_t t = 1; t < m; t++) v = v + a[q + t * gap];
             dst[q] = k * v;
         }
         return;
     }
-    PG_POLY1_CASES(m, PG_POLY1_AVX2_LOOP)
+    if (gap == 1)
+        PG_POLY1_CASES(m, PG_POLY1_AVX2_LOOP)
+    else
+        PG_POLY1_CASES(m, PG_POLY1S_AVX2_LOOP)
 }
 #endif
 
 static inline void pg_expand_poly_f32(const float *grow, float *e, ptrdiff_t P, ptrdiff_t q0,
                                       ptrdiff_t nq, const int64_t *c, const int64_t *m,
-                                      float *tmp, float k)
+                                      ptrdiff_t gap, float *tmp, float k)
 {
 #if PG_X86_DISPATCH
     if (P == 1 && m[0] >= 1 && pg_have_avx2()) {
-        pg_poly1_avx2_f32(grow + q0 + c[0], m[0], e + q0, nq, k);
+        pg_poly1_avx2_f32(grow + q0 + c[0], m[0], gap, e + q0, nq, k);
         return;
     }
     if (pg_poly2_avx2_ok(P, m) && pg_have_avx2()) {
@@ -260,7 +271,7 @@ static inline void pg_expand_poly_f32(const float *grow, float *e, ptrdiff_t P, 
         return;
 #endif
     }
-    pg_expand_poly_generic_f32(grow, e, P, q0, nq, c, m, tmp, k);
+    pg_expand_poly_generic_f32(grow, e, P, q0, nq, c, m, gap, tmp, k);
 }
 
 /*

@@ -36,11 +36,14 @@ typedef struct {
     const int64_t *wtap;                   /* m taps per input column */
     ptrdiff_t m;
     ptrdiff_t P, q0, q1;                   /* polyphase interior [P*q0, P*q1), P = 0: none */
+    ptrdiff_t gap;        /* P = 1: how far apart a phase's terms are (1; the lanes of a
+                           * merged channels-last row: pg_expand.h) */
     ptrdiff_t qx0, qx1;   /* the interior of the E-row formers (pg_item_erows_avx2, _h16):
                            * [q0, q1) widened over edge columns whose windows the row's
                            * ends cut off (_plan.poly_padded), read with -0.0 beyond them */
     ptrdiff_t epad;       /* the slots they read beyond each side of a row (at least 2,
-                           * at most PG_POLY_MAX_M - 1: a phase's terms less one) */
+                           * at most PG_POLY_MAX_M - 1: a phase's terms less one; times gap
+                           * for merged lanes) */
     ptrdiff_t gblk;       /* their grow block, at E + gblk: epad floats, then Wo + 2 * epad
                            * for each E row of the item (gblk_rows) or for one */
     int gblk_rows;        /* all the item's rows go into the grow block before they are
@@ -282,7 +285,8 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
         return;
 #if PG_X86_DISPATCH
     if (avx && g->P == 1 && g->pm[0] >= 1) {   /* the AVX2 item: no second dispatch */
-        pg_poly1_avx2_f32(grow + g->q0 + g->pc[0], g->pm[0], e + g->q0, g->q1 - g->q0, k);
+        pg_poly1_avx2_f32(grow + g->q0 + g->pc[0], g->pm[0], g->gap, e + g->q0,
+                          g->q1 - g->q0, k);
         return;
     }
     if (avx && pg_poly2_avx2_ok(g->P, g->pm)) {
@@ -292,7 +296,7 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
         return;
     }
 #endif
-    pg_expand_poly_f32(grow, e, g->P, g->q0, g->q1 - g->q0, g->pc, g->pm, tmp, k);
+    pg_expand_poly_f32(grow, e, g->P, g->q0, g->q1 - g->q0, g->pc, g->pm, g->gap, tmp, k);
 }
 
 #if PG_X86_DISPATCH
@@ -369,6 +373,9 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
 #define PG_EROWS1_F32(M) PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY1_AVX2_LOOP(M), PG_EROWS_PAD(M))
 #define PG_EROWS1_H16(M)                                                                    \
     PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY1_AVX2_LOOP(M), PG_EROWS_PAD(M))
+/* period 1 with the terms gap apart (merged channels-last lanes): g->epad slots (pad * gap) */
+#define PG_EROWS1S_F32(M) PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY1S_AVX2_LOOP(M), g->epad)
+#define PG_EROWS1S_H16(M) PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY1S_AVX2_LOOP(M), g->epad)
 /* the fields both E-row formers use, as locals.  A row's epad slots after it: +0.0 (the
  * tap tables' n_out slot) where the interior is not widened past the row's end, then -0.0
  * (the tap tables' n_out + 1 slot and beyond), then the next row's epad slots before it,
@@ -376,7 +383,7 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
 #define PG_EROWS_LOCALS                                                                     \
     const ptrdiff_t W = g->W, Wo = g->Wo, m = g->m, gs2 = g->gs2, gs3 = g->gs3, P = g->P;   \
     const ptrdiff_t q0 = g->qx0, nq = g->qx1 - g->qx0, e0 = P * g->qx0, e1 = P * g->qx1;    \
-    const ptrdiff_t pc0 = g->pc[0], pc1 = P > 1 ? g->pc[1] : 0;                             \
+    const ptrdiff_t pc0 = g->pc[0], pc1 = P > 1 ? g->pc[1] : 0, gap = g->gap;               \
     const ptrdiff_t gstep = g->gblk_rows ? Wo + 2 * g->epad : 0;                            \
     const int64_t *PG_RESTRICT wtap = g->wtap;                                              \
     const float *PG_RESTRICT ww = g->ww, *PG_RESTRICT wd = g->wd, *PG_RESTRICT wh = g->wh;  \
@@ -408,7 +415,9 @@ static void pg_item_erows_avx2(const pg_item_f32 *g, const float *gbase, ptrdiff
                                ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1, float *PG_RESTRICT E)
 {
     PG_EROWS_LOCALS
-    if (P == 1)
+    if (P == 1 && gap > 1)
+        PG_POLY1_CASES(g->pm[0], PG_EROWS1S_F32)
+    else if (P == 1)
         PG_POLY1_CASES(g->pm[0], PG_EROWS1_F32)
     else
         PG_POLY2_CASES(g->pm[0], g->pm[1], PG_EROWS2_F32)
@@ -421,7 +430,9 @@ static void pg_item_erows_h16(const pg_item_f32 *g, const uint16_t *gbase, ptrdi
                               float *PG_RESTRICT E, int bf16)
 {
     PG_EROWS_LOCALS
-    if (P == 1)
+    if (P == 1 && gap > 1)
+        PG_POLY1_CASES(g->pm[0], PG_EROWS1S_H16)
+    else if (P == 1)
         PG_POLY1_CASES(g->pm[0], PG_EROWS1_H16)
     else
         PG_POLY2_CASES(g->pm[0], g->pm[1], PG_EROWS2_H16)

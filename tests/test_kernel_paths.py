@@ -1422,8 +1422,10 @@ def test_min_run_is_the_shortest_run_of_equal_windows():
 # channels-last C < 16: (x shape, kernel, stride, padding, ceil_mode, count_include_pad,
 # divisor) with padding, ceil_mode, border divisors, stride 1, columns no window covers and
 # a divisor override, and kernel = stride 2 with C = 9 and 12 (one tap per column, blocks of
-# the spread that take from 16 values); then adaptive (x shape, output size) with
-# overlapping windows, and W windows of 2 and 3 columns under overlapping H windows
+# the spread that take from 16 values); stride 2 with 3 and 4 taps a column (tap spreads
+# from 8 and 16 values); stride 1 with 3 to 7 terms, W weights, an interior of 8 merged
+# columns only when widened, and one without padding; then adaptive (x shape, output size)
+# with overlapping windows, and W windows of 2 and 3 columns under overlapping H windows
 FLAT_AVG = [
     ((2, 3, 11, 14), 3, 2, 1, False, True, 0),
     ((1, 5, 9, 13), 2, 2, 0, True, False, 0),
@@ -1435,19 +1437,29 @@ FLAT_AVG = [
     ((2, 12, 6, 14), 3, 2, 1, False, True, 0),
     ((1, 13, 5, 11), 3, 1, 1, True, False, 0),
     ((1, 4, 6, 12), 4, 1, 2, False, True, 0),
+    ((1, 9, 5, 12), 5, 2, 2, False, True, 0),
+    ((2, 3, 11, 14), 5, 2, 2, False, False, 0),
+    ((1, 3, 8, 22), 7, 2, 3, False, True, 0),
+    ((1, 12, 6, 16), 7, 1, 3, False, False, 0),
+    ((2, 5, 5, 13), 5, 1, 2, True, True, 0),
+    ((1, 2, 5, 4), 3, 1, 1, False, True, 0),
+    ((1, 6, 4, 15), 3, 1, 0, False, True, 0),
 ]
 FLAT_ADAPTIVE = [((2, 3, 5, 9, 13), (3, 4, 6)), ((1, 5, 4, 8, 24), (2, 3, 8)),
                  ((1, 12, 4, 7, 16), (2, 4, 8)), ((2, 15, 3, 4, 12), (3, 2, 4))]
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypatch):
+def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypatch,
+                                                                  request):
     """Channels-last C < 16 merged into the W axis (_plan.flat_lanes, flat_taps): the
     reference's values and the bits of the lane path (FLAT_LANES_MAX = 0), on 1 and 3
-    threads; an output whose W and C do not merge (gaps between its columns) keeps the lane
-    path.  The merged one-tap rows are spread from 8 and from 16 values (_plan.spread), in
-    both element sizes, and rows of 2, 3 and 4 taps a column through their tap spreads
-    (_plan.tap_spread, pg_tspread32_row) from 8 and 16 values."""
+    threads, with the AVX2 loops, the baseline loops and streaming stores; an output whose
+    W and C do not merge (gaps between its columns) keeps the lane path.  The merged
+    one-tap rows are spread from 8 and from 16 values (_plan.spread), in both element
+    sizes, rows of 2, 3 and 4 taps a column through their tap spreads (_plan.tap_spread,
+    pg_tspread32_row) from 8 and 16 values, and stride-1 rows of 3 to 7 terms in polyphase
+    form with the terms C apart (_plan.flat_polyphase)."""
     rng = np.random.default_rng(24)
     calls = []
     for x_shape, k, s, p, ceil, cip, div in FLAT_AVG:
@@ -1490,6 +1502,16 @@ def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypa
         return v
 
     monkeypatch.setattr(_plan, "tap_spread", tap_spread_spy)
+    polys = set()
+    real_flat_polyphase = _plan.flat_polyphase
+
+    def flat_polyphase_spy(*args):
+        v = real_flat_polyphase(*args)
+        if v is not None:
+            polys.add((v[7], int(v[3][0]), v[4] < v[0]))
+        return v
+
+    monkeypatch.setattr(_plan, "flat_polyphase", flat_polyphase_spy)
 
     def runs():
         outs = []
@@ -1511,9 +1533,12 @@ def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypa
                     outs.append(_bits(out))
         return outs
 
-    flat = runs()
+    flat = _same_bits_baseline_and_streamed(request, runs)
     assert spreads == {(2, False), (2, True), (4, False), (4, True)}
     assert tap_spreads == {(2, False), (2, True), (3, False), (3, True), (4, False)}
+    # (lanes, terms, widened): C = 3, 13, 4, 12, 5, 2 and 6
+    assert polys == {(3, 3, True), (13, 3, True), (4, 4, True), (12, 7, True),
+                     (5, 5, True), (2, 3, True), (6, 3, True)}
     monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 0)
     lanes = runs()
     assert not merged
