@@ -1490,9 +1490,13 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.wd_f, self.wh_f, self.ww_f = wd, wh, ww
         g.item_f32 = NULL
         self.c_item = ""
+        # float32 rows long enough to stream one by one (merged channels-last rows of
+        # C = 12 at 112 columns) stream as the item's region instead: 0.60-0.69x the time
+        # of the row loop here at 2 threads (2-vCPU EPYC, k3s2p1, k3s1p1, k7s1p3)
         if ((kind == K_F32 or kind == K_BF16 or kind == K_F16) and rnd == R_NONE
                 and g.L == 1 and g.gs[4] == 1 and g.xs[4] == 1
-                and g.m > 0 and not g.tstore and not g.fill and not g.stream):
+                and g.m > 0 and not g.tstore and not g.fill
+                and (not g.stream or (region and kind == K_F32))):
             self.it.W, self.it.Wo = g.W, g.Wo
             self.it.gs2, self.it.gs3, self.it.xs2, self.it.xs3 = g.gs[2], g.gs[3], g.xs[2], g.xs[3]
             self.it.dlo, self.it.dhi, self.it.hlo, self.it.hhi = g.dlo, g.dhi, g.hlo, g.hhi
