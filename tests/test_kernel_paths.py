@@ -1173,9 +1173,10 @@ def test_lanes_rows_give_the_same_bits_as_e_rows(dtype, request, monkeypatch):
     """The channels-last rows formed without E rows: the reference's values, and the bits
     of the E rows and their combine (planned with the baseline loops, which keep the E
     rows), with ordinary and with streaming stores.  C = 8 stays a lane axis here (it
-    would merge into W: _plan.FLAT_LANES_MAX), and values of more than
-    _kernels.LANES_ROW_TERMS terms go as lanes too."""
+    would merge into W: _plan.FLAT_LANES_MAX, FLAT_STEP_LANES_MAX), and values of more
+    than _kernels.LANES_ROW_TERMS terms go as lanes too."""
     monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 8)
+    monkeypatch.setattr(_plan, "FLAT_STEP_LANES_MAX", 8)
     monkeypatch.setattr(_kernels, "LANES_ROW_TERMS", 1 << 30)
     _plan.gather_geometry.cache_clear()
     _same_bits_baseline_and_streamed(request, lambda: _lanes_runs(dtype),
@@ -1248,8 +1249,9 @@ def _cl_many_runs(dtype):
 def test_channels_last_e_rows_of_many_taps_give_the_same_bits(dtype, request, monkeypatch):
     """Channels-last E rows with many taps a column and many rows a value: the reference's
     values, the bits of their NCHW twins, and the same bits with the baseline loops and
-    with streaming stores.  C = 6 stays a lane axis here (it would merge into W)."""
+    with streaming stores.  C = 6, 16 and 20 stay lane axes here (they would merge into W)."""
     monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 4)
+    monkeypatch.setattr(_plan, "FLAT_STEP_LANES_MAX", 4)
     _plan.gather_geometry.cache_clear()
     fast = _same_bits_baseline_and_streamed(request, lambda: _cl_many_runs(dtype))
     for a, b in zip(fast[::2], fast[1::2]):
@@ -1424,7 +1426,8 @@ def test_min_run_is_the_shortest_run_of_equal_windows():
 # a divisor override, and kernel = stride 2 with C = 9 and 12 (one tap per column, blocks of
 # the spread that take from 16 values); stride 2 with 3 and 4 taps a column (tap spreads
 # from 8 and 16 values); stride 1 with 3 to 7 terms, W weights, an interior of 8 merged
-# columns only when widened, and one without padding; then adaptive (x shape, output size)
+# columns only when widened, one without padding, and C = 20 and 16 (merged at stride 1
+# only: FLAT_STEP_LANES_MAX); then adaptive (x shape, output size)
 # with overlapping windows, and W windows of 2 and 3 columns under overlapping H windows
 FLAT_AVG = [
     ((2, 3, 11, 14), 3, 2, 1, False, True, 0),
@@ -1444,6 +1447,8 @@ FLAT_AVG = [
     ((2, 5, 5, 13), 5, 1, 2, True, True, 0),
     ((1, 2, 5, 4), 3, 1, 1, False, True, 0),
     ((1, 6, 4, 15), 3, 1, 0, False, True, 0),
+    ((1, 20, 5, 9), 3, 1, 1, False, False, 0),
+    ((2, 16, 4, 11), 5, 1, 2, False, True, 0),
 ]
 FLAT_ADAPTIVE = [((2, 3, 5, 9, 13), (3, 4, 6)), ((1, 5, 4, 8, 24), (2, 3, 8)),
                  ((1, 12, 4, 7, 16), (2, 4, 8)), ((2, 15, 3, 4, 12), (3, 2, 4))]
@@ -1452,14 +1457,14 @@ FLAT_ADAPTIVE = [((2, 3, 5, 9, 13), (3, 4, 6)), ((1, 5, 4, 8, 24), (2, 3, 8)),
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypatch,
                                                                   request):
-    """Channels-last C < 16 merged into the W axis (_plan.flat_lanes, flat_taps): the
-    reference's values and the bits of the lane path (FLAT_LANES_MAX = 0), on 1 and 3
-    threads, with the AVX2 loops, the baseline loops and streaming stores; an output whose
-    W and C do not merge (gaps between its columns) keeps the lane path.  The merged
-    one-tap rows are spread from 8 and from 16 values (_plan.spread), in both element
-    sizes, rows of 2, 3 and 4 taps a column through their tap spreads (_plan.tap_spread,
-    pg_tspread32_row) from 8 and 16 values, and stride-1 rows of 3 to 7 terms in polyphase
-    form with the terms C apart (_plan.flat_polyphase)."""
+    """Channels-last C < 16 (C < 64 at stride 1) merged into the W axis (_plan.flat_lanes,
+    flat_taps): the reference's values and the bits of the lane path (FLAT_LANES_MAX and
+    FLAT_STEP_LANES_MAX = 0), on 1 and 3 threads, with the AVX2 loops, the baseline loops
+    and streaming stores; an output whose W and C do not merge (gaps between its columns)
+    keeps the lane path.  The merged one-tap rows are spread from 8 and from 16 values
+    (_plan.spread), in both element sizes, rows of 2, 3 and 4 taps a column through their
+    tap spreads (_plan.tap_spread, pg_tspread32_row) from 8 and 16 values, and stride-1
+    rows of 3 to 7 terms in polyphase form with the terms C apart (_plan.flat_polyphase)."""
     rng = np.random.default_rng(24)
     calls = []
     for x_shape, k, s, p, ceil, cip, div in FLAT_AVG:
@@ -1536,10 +1541,11 @@ def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypa
     flat = _same_bits_baseline_and_streamed(request, runs)
     assert spreads == {(2, False), (2, True), (4, False), (4, True)}
     assert tap_spreads == {(2, False), (2, True), (3, False), (3, True), (4, False)}
-    # (lanes, terms, widened): C = 3, 13, 4, 12, 5, 2 and 6
+    # (lanes, terms, widened): C = 3, 13, 4, 12, 5, 2, 6, 20 and 16
     assert polys == {(3, 3, True), (13, 3, True), (4, 4, True), (12, 7, True),
-                     (5, 5, True), (2, 3, True), (6, 3, True)}
+                     (5, 5, True), (2, 3, True), (6, 3, True), (20, 3, True), (16, 5, True)}
     monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 0)
+    monkeypatch.setattr(_plan, "FLAT_STEP_LANES_MAX", 0)
     lanes = runs()
     assert not merged
     for a, b in zip(flat, lanes, strict=True):
