@@ -1490,13 +1490,15 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.wd_f, self.wh_f, self.ww_f = wd, wh, ww
         g.item_f32 = NULL
         self.c_item = ""
-        # float32 rows long enough to stream one by one (merged channels-last rows of
-        # C = 12 at 112 columns) stream as the item's region instead: 0.60-0.69x the time
-        # of the row loop here at 2 threads (2-vCPU EPYC, k3s2p1, k3s1p1, k7s1p3)
+        # rows long enough to stream one by one (merged channels-last rows: C = 12 at 112
+        # columns, C = 20 to 63 at stride 1) go through the item too: float32 streams them
+        # as the item's region, 0.60-0.69x the time of the row loop here; 16-bit rows
+        # get ordinary stores, 0.71-0.85x at stride 1 (C = 20, 32), 0.37-0.64x for k2s2
+        # and k3s2p1 (C = 12 at 224 columns) (2-vCPU EPYC, 24 MB, 1 and 2 threads)
         if ((kind == K_F32 or kind == K_BF16 or kind == K_F16) and rnd == R_NONE
                 and g.L == 1 and g.gs[4] == 1 and g.xs[4] == 1
                 and g.m > 0 and not g.tstore and not g.fill
-                and (not g.stream or (region and kind == K_F32))):
+                and (not g.stream or kind != K_F32 or region)):
             self.it.W, self.it.Wo = g.W, g.Wo
             self.it.gs2, self.it.gs3, self.it.xs2, self.it.xs3 = g.gs[2], g.gs[3], g.xs[2], g.xs[3]
             self.it.dlo, self.it.dhi, self.it.hlo, self.it.hhi = g.dlo, g.dhi, g.hlo, g.hhi
