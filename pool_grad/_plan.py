@@ -546,12 +546,14 @@ def step_windows(spec):
 # and 24 k3s2p1 took 1.2-1.7x and 16-bit k2s2 up to 3.8x (blocks spanning more than 16
 # values are not spread), so wider lanes stay lanes
 FLAT_LANES_MAX = 16
-# ... and lanes fewer than this merge where the merged W axis has a period-1 polyphase form
-# (stride 1: flat_polyphase), whose loops add the terms C apart without tap tables.  On the
-# 2-vCPU EPYC (24 MB, 2 threads, k3s1p1 and k7s1p3 at 56 and 112, k5s1p2 at 28) the merged
-# rows took 0.55-0.97x the lane path's time for C = 16 to 56 in float32 (bfloat16 C = 16 to
-# 32: 0.51-0.86x), 0.95-1.07x for C = 64 and 1.05-1.09x for C = 128
-FLAT_STEP_LANES_MAX = 64
+# ... and lanes fewer than this, by element size, merge where the merged W axis has a
+# period-1 polyphase form (stride 1: flat_polyphase), whose loops add the terms C apart
+# without tap tables.  On the 2-vCPU EPYC (24 MB, 2 threads, k3s1p1 and k7s1p3 at 56 and
+# 112, k5s1p2 at 28) the merged rows took 0.55-0.97x the lane path's time for C = 16 to 56
+# in float32, 0.95-1.07x for C = 64 and 1.05-1.09x for C = 128 (float64 0.98-1.01x for
+# C = 16 and 32, 1.31-1.38x for C = 64); bfloat16 and float16 0.51-0.86x for C = 16 to
+# 32 and 0.72-0.85x for C = 64 to 512 (1 and 2 threads)
+FLAT_STEP_LANES_MAX = {2: 1 << 62, 4: 64, 8: 64}
 
 
 def flat_lanes(arr6):

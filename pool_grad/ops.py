@@ -74,16 +74,16 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     acc = np.dtype(_acc_dtype(go.dtype))
     geometry = None
     lanes = gi6.shape[5]
-    if (not tstore and not fill and 1 < lanes
-            and lanes < max(_plan.FLAT_LANES_MAX, _plan.FLAT_STEP_LANES_MAX)):
-        # channels-last C < 16 (C < 64 at stride 1): rows of W * C values of one lane
-        # where W and C merge
+    step_max = _plan.FLAT_STEP_LANES_MAX[gi.itemsize]
+    if not tstore and not fill and 1 < lanes < max(_plan.FLAT_LANES_MAX, step_max):
+        # channels-last C < 16 (at stride 1 C < 64, 16-bit any C): rows of W * C values
+        # of one lane where W and C merge
         fgo6, fgi6 = _plan.flat_lanes(go6), _plan.flat_lanes(gi6)
         if fgo6 is not None and fgi6 is not None:
             geometry = _plan.gather_geometry(spec, fgi6.shape, acc, _threads.CPU_COUNT,
                                              False, lanes)
             if geometry is not None and (lanes < _plan.FLAT_LANES_MAX or (
-                    lanes < _plan.FLAT_STEP_LANES_MAX and geometry[3] is not None)):
+                    lanes < step_max and geometry[3] is not None)):
                 go6, gi6 = fgo6, fgi6
             else:
                 geometry = None

@@ -1176,7 +1176,7 @@ def test_lanes_rows_give_the_same_bits_as_e_rows(dtype, request, monkeypatch):
     would merge into W: _plan.FLAT_LANES_MAX, FLAT_STEP_LANES_MAX), and values of more
     than _kernels.LANES_ROW_TERMS terms go as lanes too."""
     monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 8)
-    monkeypatch.setattr(_plan, "FLAT_STEP_LANES_MAX", 8)
+    monkeypatch.setattr(_plan, "FLAT_STEP_LANES_MAX", {2: 8, 4: 8, 8: 8})
     monkeypatch.setattr(_kernels, "LANES_ROW_TERMS", 1 << 30)
     _plan.gather_geometry.cache_clear()
     _same_bits_baseline_and_streamed(request, lambda: _lanes_runs(dtype),
@@ -1251,7 +1251,7 @@ def test_channels_last_e_rows_of_many_taps_give_the_same_bits(dtype, request, mo
     values, the bits of their NCHW twins, and the same bits with the baseline loops and
     with streaming stores.  C = 6, 16 and 20 stay lane axes here (they would merge into W)."""
     monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 4)
-    monkeypatch.setattr(_plan, "FLAT_STEP_LANES_MAX", 4)
+    monkeypatch.setattr(_plan, "FLAT_STEP_LANES_MAX", {2: 4, 4: 4, 8: 4})
     _plan.gather_geometry.cache_clear()
     fast = _same_bits_baseline_and_streamed(request, lambda: _cl_many_runs(dtype))
     for a, b in zip(fast[::2], fast[1::2]):
@@ -1545,9 +1545,54 @@ def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypa
     assert polys == {(3, 3, True), (13, 3, True), (4, 4, True), (12, 7, True),
                      (5, 5, True), (2, 3, True), (6, 3, True), (20, 3, True), (16, 5, True)}
     monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 0)
-    monkeypatch.setattr(_plan, "FLAT_STEP_LANES_MAX", 0)
+    monkeypatch.setattr(_plan, "FLAT_STEP_LANES_MAX", {2: 0, 4: 0, 8: 0})
     lanes = runs()
     assert not merged
+    for a, b in zip(flat, lanes, strict=True):
+        assert np.array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", [np.dtype(np.float16), BFLOAT16], ids=["f16", "bf16"])
+def test_channels_last_16bit_wide_c_at_stride_1_as_flat_rows_gives_the_lanes_bits(
+        dtype, monkeypatch, request):
+    """16-bit channels-last rows of any C merge into W at stride 1
+    (_plan.FLAT_STEP_LANES_MAX): C = 64 and 72 (k3s1p1, k5s1p2 with W weights, ceil_mode)
+    give the reference's values and the bits of the lane path, on 1 and 2 threads, with the
+    AVX2 loops, the baseline loops and streaming stores; stride 2 keeps the lane path."""
+    rng = np.random.default_rng(37)
+    calls = [((1, 64, 5, 9), 3, 1, 1, False, True, True),
+             ((2, 72, 4, 7), 5, 1, 2, True, False, True),
+             ((1, 64, 5, 9), 3, 2, 1, False, True, False)]
+    data = [_channels_last_avg(dtype, rng, x_shape, k, s, p, ceil, cip, 0)
+            for x_shape, k, s, p, ceil, cip, _ in calls]
+    merged = []
+    real = _plan.flat_polyphase
+
+    def spy(*args):
+        v = real(*args)
+        merged.append(v is not None)
+        return v
+
+    monkeypatch.setattr(_plan, "flat_polyphase", spy)
+
+    def runs():
+        outs = []
+        _plan.gather_geometry.cache_clear()
+        for (x_shape, k, s, p, ceil, cip, flat), (go, want) in zip(calls, data):
+            merged.clear()
+            out = empty_out(x_shape, dtype, "channels_last")
+            op = pg.AvgPool2dBackward(go, x_shape, k, s, p, ceil, cip, 0, 0, out)
+            assert any(merged) == (flat and _plan.FLAT_STEP_LANES_MAX[2] > 64)
+            for nt in (1, 2):
+                out[...] = 7
+                op.execute(n_threads=nt)
+                np.testing.assert_allclose(out.astype(np.float64), want, *tolerance(dtype))
+                outs.append(_bits(out))
+        return outs
+
+    flat = _same_bits_baseline_and_streamed(request, runs)
+    monkeypatch.setattr(_plan, "FLAT_STEP_LANES_MAX", {2: 0, 4: 0, 8: 0})
+    lanes = runs()
     for a, b in zip(flat, lanes, strict=True):
         assert np.array_equal(a, b)
 
