@@ -554,6 +554,19 @@ FLAT_LANES_MAX = 16
 # C = 16 and 32, 1.31-1.38x for C = 64); bfloat16 and float16 0.51-0.86x for C = 16 to
 # 32 and 0.72-0.85x for C = 64 to 512 (1 and 2 threads)
 FLAT_STEP_LANES_MAX = {2: 1 << 62, 4: 64, 8: 64}
+# ... and lanes fewer than this merge where it has a period-2 form (stride 2, C >= 8:
+# flat_polyphase) of several terms a value.  On the 2-vCPU EPYC (24 MB, 2 threads, k3s2p1
+# at 28, 56 and 112, k5s2p2 at 56) the merged rows took 0.65-0.93x the lane path's time
+# for bfloat16 and float16 C = 16 to 32, 0.84-1.14x for C = 64 and 0.86-1.36x for C = 128
+# and 256; float32 C = 16 and 20 0.77-1.16x, C = 24 and 32 0.82-1.24x.  k2s2 (one term a
+# value) took 1.07-1.19x for 16-bit C = 16 to 48, so it stays lanes
+FLAT_STEP2_LANES_MAX = {2: 64, 4: 16, 8: 16}
+
+
+# merged rows of at least this many lanes take a period-2 polyphase form (flat_polyphase):
+# against their tap spreads, on the 2-vCPU EPYC (24 MB, 2 threads, k3s2p1 at 56 and 112,
+# k4s2p1, k5s2p2) 0.73-0.93x the time for float32 C = 8 to 15, 0.58-0.77x for 16-bit
+FLAT_POLY2_LANES = 8
 
 
 def flat_lanes(arr6):
@@ -980,19 +993,20 @@ def _flat_geometry(spec, shape6, acc, n_cpu, flat):
 
 
 def flat_polyphase(lo, hi, period, n_out, tp, lanes):
-    """The polyphase form of a W axis of period 1 merged with `lanes` lanes (flat_lanes),
-    from its own (polyphase, poly_padded): columns, offsets and pad slots times `lanes`,
-    and a phase's terms `lanes` apart (value l of column w sums value l of its output
-    columns), so that the period-1 loops (pyx/pg_expand.h) run over the merged row as they
-    do over a row of one lane, where tap spreads would permute every term.  None for other
-    periods, whose phases would interleave blocks of lanes."""
-    if period != 1:
+    """The polyphase form of a W axis of period 1 or 2 merged with `lanes` lanes
+    (flat_lanes), from its own (polyphase, poly_padded): columns, offsets and pad slots
+    times `lanes`, and a phase's terms `lanes` apart (value l of column w sums value l of
+    its output columns), so that the period-1 and period-2 loops (pyx/pg_expand.h) run
+    over the merged row in blocks of lanes, where tap spreads would permute every term.
+    None for other periods, and at period 2 for fewer than FLAT_POLY2_LANES lanes (the
+    loops go eight lanes at a time)."""
+    if period not in (1, 2) or (period == 2 and lanes < FLAT_POLY2_LANES):
         return None
-    poly = polyphase(lo, hi, 1)
+    poly = polyphase(lo, hi, period)
     if poly is None:
         return None
     q0, q1, c, m = poly
-    x0, x1, pad = poly_padded(lo, hi, 1, poly, n_out, tp)
+    x0, x1, pad = poly_padded(lo, hi, period, poly, n_out, tp)
     return (q0 * lanes, q1 * lanes, np.ascontiguousarray(c * lanes), m,
             x0 * lanes, x1 * lanes, pad * lanes, lanes)
 

@@ -74,16 +74,22 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     acc = np.dtype(_acc_dtype(go.dtype))
     geometry = None
     lanes = gi6.shape[5]
-    step_max = _plan.FLAT_STEP_LANES_MAX[gi.itemsize]
-    if not tstore and not fill and 1 < lanes < max(_plan.FLAT_LANES_MAX, step_max):
-        # channels-last C < 16 (at stride 1 C < 64, 16-bit any C): rows of W * C values
-        # of one lane where W and C merge
+    # the most lanes merged with a polyphase form of period 1 and 2, by element size
+    step_max = (_plan.FLAT_STEP_LANES_MAX[gi.itemsize], _plan.FLAT_STEP2_LANES_MAX[gi.itemsize])
+    if not tstore and not fill and 1 < lanes < max(_plan.FLAT_LANES_MAX, *step_max):
+        # channels-last C < 16 (at stride 1 C < 64, 16-bit any C; 16-bit at stride 2
+        # C < 64): rows of W * C values of one lane where W and C merge
         fgo6, fgi6 = _plan.flat_lanes(go6), _plan.flat_lanes(gi6)
         if fgo6 is not None and fgi6 is not None:
             geometry = _plan.gather_geometry(spec, fgi6.shape, acc, _threads.CPU_COUNT,
                                              False, lanes)
-            if geometry is not None and (lanes < _plan.FLAT_LANES_MAX or (
-                    lanes < step_max and geometry[3] is not None)):
+            poly = geometry[3] if geometry is not None else None
+            # period 2 only where some value sums several terms (one product a value
+            # stays faster as lanes)
+            step = poly is not None and (
+                len(poly[2]) == 1 and lanes < step_max[0]
+                or len(poly[2]) == 2 and poly[3].max() > 1 and lanes < step_max[1])
+            if geometry is not None and (lanes < _plan.FLAT_LANES_MAX or step):
                 go6, gi6 = fgo6, fgi6
             else:
                 geometry = None

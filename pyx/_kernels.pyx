@@ -751,8 +751,8 @@ cdef struct Gather:
     const int64_t* wtap     # m taps per input column (padding taps point at a -0.0 slot)
     Py_ssize_t m            # taps per column, 0: use the [wlo, whi) ranges instead
     Py_ssize_t P, q0, q1    # polyphase interior of the W expansion (P = 0: none)
-    Py_ssize_t gap          # P = 1: how far apart a phase's terms are (1, or the lanes of
-                            # a merged channels-last row: pg_expand.h)
+    Py_ssize_t gap          # how far apart a phase's terms are (1, or at P = 1 or 2 the
+                            # lanes of a merged channels-last row: pg_expand.h)
     const int64_t* pc
     const int64_t* pm
     Py_ssize_t max_terms    # most E rows that one grad_input row sums
@@ -1504,7 +1504,7 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.it.dlo, self.it.dhi, self.it.hlo, self.it.hhi = g.dlo, g.dhi, g.hlo, g.hhi
             self.it.wtap, self.it.m = g.wtap, g.m
             self.it.P, self.it.q0, self.it.q1, self.it.pc, self.it.pm = g.P, g.q0, g.q1, g.pc, g.pm
-            self.it.gap = g.gap if g.P else 1
+            self.it.gap = g.gap
             self.it.qx0, self.it.qx1 = (poly[4], poly[5]) if g.P else (g.q0, g.q1)
             self.it.epad = poly[6] if g.P else 2
             self.it.wd, self.it.wh = &self.wd_f[0], &self.wh_f[0]

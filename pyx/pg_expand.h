@@ -8,9 +8,12 @@
  * the tap table adds them, so the two forms give the same bits.  Each sum is then multiplied
  * by `scale` (the row's D and H weight), as a separate pass over the row would.
  *
- * Period 1 also serves rows of `gap` channels-last lanes merged into one (_plan.flat_lanes):
- * value l of input column w sums value l of output columns w + c[0], w + c[0] + 1, ...,
- * which lie gap values apart, so a phase's terms are gap apart rather than adjacent.
+ * Periods 1 and 2 also serve rows of `gap` channels-last lanes merged into one
+ * (_plan.flat_lanes): value l of input column w sums value l of its output columns, which
+ * lie gap values apart, so a phase's terms are gap apart rather than adjacent.  At period 1
+ * the loops run over the values as over columns; at period 2 q0, nq and c count values
+ * (columns times gap), and each group of gap values q is two blocks of gap values in the
+ * row, phase 0's at 2q and phase 1's at 2q + gap.
  */
 #ifndef PG_EXPAND_H
 #define PG_EXPAND_H
@@ -36,6 +39,18 @@ static inline void NAME(const T *grow, T *e, ptrdiff_t P, ptrdiff_t q0, ptrdiff_
                         const int64_t *c, const int64_t *m, ptrdiff_t gap, T *tmp, T k)     \
 {                                                                                           \
     T *dst = e + P * q0;                                                                    \
+    if (P == 2 && gap > 1) {                                                                \
+        for (ptrdiff_t r = 0; r < 2; r++) {                                                 \
+            const T *a = grow + q0 + c[r];                                                 \
+            for (ptrdiff_t q = 0; q < nq; q += gap)                                         \
+                for (ptrdiff_t l = 0; l < gap; l++) {                                       \
+                    T s = m[r] ? a[q + l] : (T)0;                                           \
+                    for (int64_t t = 1; t < m[r]; t++) s = s + a[q + l + t * gap];          \
+                    dst[2 * q + r * gap + l] = k * s;                                       \
+                }                                                                           \
+        }                                                                                   \
+        return;                                                                             \
+    }                                                                                       \
     if (P == 2 && m[0] >= 1 && m[0] <= 3 && m[1] >= 1 && m[1] <= 3) {                        \
         const T *a = grow + q0 + c[0], *b = grow + q0 + c[1];                              \
         const ptrdiff_t ma = m[0], mb = m[1];                                              \
@@ -163,6 +178,21 @@ static inline int pg_poly2_avx2_ok(ptrdiff_t P, const int64_t *m)
         _mm256_storeu_ps(dst + 2 * q_ + 8, _mm256_permute2f128_ps(lo, hi, 0x31));           \
     }
 #define PG_POLY2_AVX2_LOOP(MA, MB) PG_FOR8_OVERLAP(q, nq, PG_POLY2_AVX2_BLOCK(MA, MB, q))
+/* the same with the terms gap apart (merged channels-last lanes, gap >= 8): for each group
+ * of gap values, eight lanes at a time (the last eight overlapping where gap is not a
+ * multiple of 8), phase 0's block, then phase 1's */
+#define PG_POLY2S_AVX2_BLOCK(MA, MB, G, L)                                                  \
+    {                                                                                       \
+        const ptrdiff_t i_ = (G) + (L);                                                     \
+        __m256 va, vb;                                                                      \
+        PG_PHASE_SUM8_S(va, a, MA, i_, gap)                                                 \
+        PG_PHASE_SUM8_S(vb, b, MB, i_, gap)                                                 \
+        _mm256_storeu_ps(dst + (G) + i_, _mm256_mul_ps(vk, va));                            \
+        _mm256_storeu_ps(dst + (G) + gap + i_, _mm256_mul_ps(vk, vb));                      \
+    }
+#define PG_POLY2S_AVX2_LOOP(MA, MB)                                                         \
+    for (ptrdiff_t g_ = 0; g_ < nq; g_ += gap)                                              \
+        PG_FOR8_OVERLAP(l_, gap, PG_POLY2S_AVX2_BLOCK(MA, MB, g_, l_))
 
 /* LOOP(MA, MB) for the phases' term counts ma, mb (pg_poly2_avx2_ok): 1 to 4 as constants
  * (kernels up to 8 at stride 2), more as they are */
@@ -199,6 +229,15 @@ static void pg_poly2_avx2_f32(const float *a, const float *b, int64_t ma, int64_
         return;
     }
     PG_POLY2_CASES(ma, mb, PG_POLY2_AVX2_LOOP)
+}
+
+/* period 2 with the terms gap >= 8 apart (nq a multiple of gap) */
+PG_TARGET_AVX2
+static void pg_poly2s_avx2_f32(const float *a, const float *b, int64_t ma, int64_t mb,
+                               ptrdiff_t gap, float *dst, ptrdiff_t nq, float k)
+{
+    const __m256 vk = _mm256_set1_ps(k);
+    PG_POLY2_CASES(ma, mb, PG_POLY2S_AVX2_LOOP)
 }
 
 /*
@@ -258,12 +297,17 @@ static inline void pg_expand_poly_f32(const float *grow, float *e, ptrdiff_t P, 
         pg_poly1_avx2_f32(grow + q0 + c[0], m[0], gap, e + q0, nq, k);
         return;
     }
-    if (pg_poly2_avx2_ok(P, m) && pg_have_avx2()) {
+    if (pg_poly2_avx2_ok(P, m) && gap >= 8 && pg_have_avx2()) {
+        pg_poly2s_avx2_f32(grow + q0 + c[0], grow + q0 + c[1], m[0], m[1], gap, e + 2 * q0,
+                           nq, k);
+        return;
+    }
+    if (pg_poly2_avx2_ok(P, m) && gap == 1 && pg_have_avx2()) {
         pg_poly2_avx2_f32(grow + q0 + c[0], grow + q0 + c[1], m[0], m[1], e + 2 * q0, nq, k);
         return;
     }
 #endif
-    if (pg_poly2_ok(P, m)) {
+    if (pg_poly2_ok(P, m) && gap == 1) {
         const float *a = grow + q0 + c[0], *b = grow + q0 + c[1];
         float *dst = e + 2 * q0;
 #if PG_EXPAND_SSE2

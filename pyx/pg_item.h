@@ -36,8 +36,8 @@ typedef struct {
     const int64_t *wtap;                   /* m taps per input column */
     ptrdiff_t m;
     ptrdiff_t P, q0, q1;                   /* polyphase interior [P*q0, P*q1), P = 0: none */
-    ptrdiff_t gap;        /* P = 1: how far apart a phase's terms are (1; the lanes of a
-                           * merged channels-last row: pg_expand.h) */
+    ptrdiff_t gap;        /* how far apart a phase's terms are (1; the lanes of a merged
+                           * channels-last row, P = 1 or 2: pg_expand.h) */
     ptrdiff_t qx0, qx1;   /* the interior of the E-row formers (pg_item_erows_avx2, _h16):
                            * [q0, q1) widened over edge columns whose windows the row's
                            * ends cut off (_plan.poly_padded), read with -0.0 beyond them */
@@ -289,7 +289,7 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
                           g->q1 - g->q0, k);
         return;
     }
-    if (avx && pg_poly2_avx2_ok(g->P, g->pm)) {
+    if (avx && pg_poly2_avx2_ok(g->P, g->pm) && g->gap == 1) {
         const ptrdiff_t q0 = g->q0;
         pg_poly2_avx2_f32(grow + q0 + g->pc[0], grow + q0 + g->pc[1], g->pm[0], g->pm[1],
                           e + 2 * q0, g->q1 - q0, k);
@@ -373,9 +373,14 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
 #define PG_EROWS1_F32(M) PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY1_AVX2_LOOP(M), PG_EROWS_PAD(M))
 #define PG_EROWS1_H16(M)                                                                    \
     PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY1_AVX2_LOOP(M), PG_EROWS_PAD(M))
-/* period 1 with the terms gap apart (merged channels-last lanes): g->epad slots (pad * gap) */
+/* periods 1 and 2 with the terms gap apart (merged channels-last lanes): g->epad slots
+ * (pad * gap) */
 #define PG_EROWS1S_F32(M) PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY1S_AVX2_LOOP(M), g->epad)
 #define PG_EROWS1S_H16(M) PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY1S_AVX2_LOOP(M), g->epad)
+#define PG_EROWS2S_F32(MA, MB)                                                              \
+    PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY2S_AVX2_LOOP(MA, MB), g->epad)
+#define PG_EROWS2S_H16(MA, MB)                                                              \
+    PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY2S_AVX2_LOOP(MA, MB), g->epad)
 /* the fields both E-row formers use, as locals.  A row's epad slots after it: +0.0 (the
  * tap tables' n_out slot) where the interior is not widened past the row's end, then -0.0
  * (the tap tables' n_out + 1 slot and beyond), then the next row's epad slots before it,
@@ -419,6 +424,8 @@ static void pg_item_erows_avx2(const pg_item_f32 *g, const float *gbase, ptrdiff
         PG_POLY1_CASES(g->pm[0], PG_EROWS1S_F32)
     else if (P == 1)
         PG_POLY1_CASES(g->pm[0], PG_EROWS1_F32)
+    else if (gap > 1)
+        PG_POLY2_CASES(g->pm[0], g->pm[1], PG_EROWS2S_F32)
     else
         PG_POLY2_CASES(g->pm[0], g->pm[1], PG_EROWS2_F32)
 }
@@ -434,18 +441,21 @@ static void pg_item_erows_h16(const pg_item_f32 *g, const uint16_t *gbase, ptrdi
         PG_POLY1_CASES(g->pm[0], PG_EROWS1S_H16)
     else if (P == 1)
         PG_POLY1_CASES(g->pm[0], PG_EROWS1_H16)
+    else if (gap > 1)
+        PG_POLY2_CASES(g->pm[0], g->pm[1], PG_EROWS2S_H16)
     else
         PG_POLY2_CASES(g->pm[0], g->pm[1], PG_EROWS2_H16)
 }
 #endif
 
 /* whether the item's E rows go through pg_item_erows_avx2 / _h16: a period-2 interior
- * (pg_poly2_avx2_ok) or a period-1 one of at most PG_POLY_MAX_M terms, at least eight
- * columns a phase, and grad_output rows at least eight wide */
+ * (pg_poly2_avx2_ok; merged lanes at least eight) or a period-1 one of at most
+ * PG_POLY_MAX_M terms, at least eight columns a phase, and grad_output rows at least eight
+ * wide */
 static inline int pg_item_erows_ok(const pg_item_f32 *g)
 {
     return g->Wo >= 8 && g->qx1 - g->qx0 >= 8
-           && (pg_poly2_avx2_ok(g->P, g->pm)
+           && ((pg_poly2_avx2_ok(g->P, g->pm) && (g->gap == 1 || g->gap >= 8))
                || (g->P == 1 && g->pm[0] >= 1 && g->pm[0] <= PG_POLY_MAX_M));
 }
 

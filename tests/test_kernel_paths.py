@@ -1121,6 +1121,15 @@ def _channels_last_avg(dtype, rng, x_shape, k, s, p, ceil, cip, div):
         return go, ref_avg_pool2d_backward(go, x_shape, k, s, p, ceil, cip, div)
 
 
+def _reversed_w_and_c(a):
+    """A copy of channels-last `a` (N, C, *spatial) whose memory holds W and C in reverse
+    (both strides negative: they still merge into one row, read backwards)."""
+    order = (0,) + tuple(range(2, a.ndim)) + (1,)
+    store = np.empty([a.shape[i] for i in order], a.dtype)[..., ::-1, ::-1]
+    store[...] = a.transpose(order)
+    return store.transpose(np.argsort(order))
+
+
 def _same_bits_baseline_and_streamed(request, runs, base_runs=None):
     """runs() with the AVX2 loops, base_runs() (runs by default) with the baseline loops,
     and runs() with the AVX2 loops and streaming stores: the same bits each time.  Returns
@@ -1173,10 +1182,11 @@ def test_lanes_rows_give_the_same_bits_as_e_rows(dtype, request, monkeypatch):
     """The channels-last rows formed without E rows: the reference's values, and the bits
     of the E rows and their combine (planned with the baseline loops, which keep the E
     rows), with ordinary and with streaming stores.  C = 8 stays a lane axis here (it
-    would merge into W: _plan.FLAT_LANES_MAX, FLAT_STEP_LANES_MAX), and values of more
-    than _kernels.LANES_ROW_TERMS terms go as lanes too."""
+    would merge into W: _plan.FLAT_LANES_MAX, FLAT_STEP_LANES_MAX, FLAT_STEP2_LANES_MAX),
+    and values of more than _kernels.LANES_ROW_TERMS terms go as lanes too."""
     monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 8)
     monkeypatch.setattr(_plan, "FLAT_STEP_LANES_MAX", {2: 8, 4: 8, 8: 8})
+    monkeypatch.setattr(_plan, "FLAT_STEP2_LANES_MAX", {2: 8, 4: 8, 8: 8})
     monkeypatch.setattr(_kernels, "LANES_ROW_TERMS", 1 << 30)
     _plan.gather_geometry.cache_clear()
     _same_bits_baseline_and_streamed(request, lambda: _lanes_runs(dtype),
@@ -1185,10 +1195,14 @@ def test_lanes_rows_give_the_same_bits_as_e_rows(dtype, request, monkeypatch):
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_channels_last_values_of_many_terms_go_through_e_rows(dtype):
+def test_channels_last_values_of_many_terms_go_through_e_rows(dtype, monkeypatch):
     """Channels-last calls whose values have more than LANES_ROW_TERMS terms (k3s1p1: 3
     rows of 3 taps; k7s2p3: 4 of 4) form E rows, which sum the taps once for every row
-    that shares them; those of at most that many (k3s2p1: 2 of 2) form rows as lanes."""
+    that shares them; those of at most that many (k3s2p1: 2 of 2) form rows as lanes.
+    C = 16 stays a lane axis at stride 2 here (16-bit rows would merge into W:
+    _plan.FLAT_STEP2_LANES_MAX)."""
+    monkeypatch.setattr(_plan, "FLAT_STEP2_LANES_MAX", {2: 0, 4: 0, 8: 0})
+    _plan.gather_geometry.cache_clear()
     rng = np.random.default_rng(27)
     for (k, s, p), lanes in [((3, 1, 1), False), ((7, 2, 3), False), ((3, 2, 1), True)]:
         x_shape = (2, 16, 12, 19)
@@ -1252,6 +1266,7 @@ def test_channels_last_e_rows_of_many_taps_give_the_same_bits(dtype, request, mo
     with streaming stores.  C = 6, 16 and 20 stay lane axes here (they would merge into W)."""
     monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 4)
     monkeypatch.setattr(_plan, "FLAT_STEP_LANES_MAX", {2: 4, 4: 4, 8: 4})
+    monkeypatch.setattr(_plan, "FLAT_STEP2_LANES_MAX", {2: 4, 4: 4, 8: 4})
     _plan.gather_geometry.cache_clear()
     fast = _same_bits_baseline_and_streamed(request, lambda: _cl_many_runs(dtype))
     for a, b in zip(fast[::2], fast[1::2]):
@@ -1424,11 +1439,13 @@ def test_min_run_is_the_shortest_run_of_equal_windows():
 # channels-last C < 16: (x shape, kernel, stride, padding, ceil_mode, count_include_pad,
 # divisor) with padding, ceil_mode, border divisors, stride 1, columns no window covers and
 # a divisor override, and kernel = stride 2 with C = 9 and 12 (one tap per column, blocks of
-# the spread that take from 16 values); stride 2 with 3 and 4 taps a column (tap spreads
-# from 8 and 16 values); stride 1 with 3 to 7 terms, W weights, an interior of 8 merged
-# columns only when widened, one without padding, and C = 20 and 16 (merged at stride 1
-# only: FLAT_STEP_LANES_MAX); then adaptive (x shape, output size)
-# with overlapping windows, and W windows of 2 and 3 columns under overlapping H windows
+# the spread that take from 16 values); stride 2 with 2 to 4 taps a column and C < 8 (tap
+# spreads from 8 values), stride 3 with C = 9 and 12 (tap spreads from 16 values); stride 2
+# with C = 8 to 15 in polyphase form, phases of 1 to 3 terms, with W weights, ceil_mode and
+# an interior only when widened; stride 1 with 3 to 7 terms, W weights, an interior of 8
+# merged columns only when widened, one without padding, and C = 20 and 16 (merged at
+# stride 1 only: FLAT_STEP_LANES_MAX); then adaptive (x shape, output size) with
+# overlapping windows, and W windows of 2 and 3 columns under overlapping H windows
 FLAT_AVG = [
     ((2, 3, 11, 14), 3, 2, 1, False, True, 0),
     ((1, 5, 9, 13), 2, 2, 0, True, False, 0),
@@ -1449,6 +1466,12 @@ FLAT_AVG = [
     ((1, 6, 4, 15), 3, 1, 0, False, True, 0),
     ((1, 20, 5, 9), 3, 1, 1, False, False, 0),
     ((2, 16, 4, 11), 5, 1, 2, False, True, 0),
+    ((1, 9, 5, 16), 4, 3, 1, False, True, 0),
+    ((1, 12, 4, 17), 7, 3, 3, False, False, 0),
+    ((1, 8, 6, 24), 3, 2, 1, False, False, 0),
+    ((1, 15, 5, 21), 4, 2, 1, True, True, 0),
+    ((1, 11, 4, 26), 5, 2, 2, False, False, 0),
+    ((2, 10, 5, 19), 3, 2, 0, True, False, 0),
 ]
 FLAT_ADAPTIVE = [((2, 3, 5, 9, 13), (3, 4, 6)), ((1, 5, 4, 8, 24), (2, 3, 8)),
                  ((1, 12, 4, 7, 16), (2, 4, 8)), ((2, 15, 3, 4, 12), (3, 2, 4))]
@@ -1458,13 +1481,16 @@ FLAT_ADAPTIVE = [((2, 3, 5, 9, 13), (3, 4, 6)), ((1, 5, 4, 8, 24), (2, 3, 8)),
 def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypatch,
                                                                   request):
     """Channels-last C < 16 (C < 64 at stride 1) merged into the W axis (_plan.flat_lanes,
-    flat_taps): the reference's values and the bits of the lane path (FLAT_LANES_MAX and
-    FLAT_STEP_LANES_MAX = 0), on 1 and 3 threads, with the AVX2 loops, the baseline loops
-    and streaming stores; an output whose W and C do not merge (gaps between its columns)
-    keeps the lane path.  The merged one-tap rows are spread from 8 and from 16 values
+    flat_taps): the reference's values and the bits of the lane path (FLAT_LANES_MAX,
+    FLAT_STEP_LANES_MAX and FLAT_STEP2_LANES_MAX = 0), on 1 and 3 threads, with the AVX2
+    loops, the baseline loops and streaming stores; an output whose W and C do not merge
+    (gaps between its columns) keeps the lane path, and a grad_output stored with W and C
+    reversed (merged rows read backwards: the row loop in _kernels.pyx, not the C item)
+    gives the same bits.  The merged one-tap rows are spread from 8 and from 16 values
     (_plan.spread), in both element sizes, rows of 2, 3 and 4 taps a column through their
     tap spreads (_plan.tap_spread, pg_tspread32_row) from 8 and 16 values, and stride-1
-    rows of 3 to 7 terms in polyphase form with the terms C apart (_plan.flat_polyphase)."""
+    rows of 3 to 7 terms and stride-2 rows (C >= 8) of 1 to 3 terms a phase in polyphase
+    form with the terms C apart (_plan.flat_polyphase)."""
     rng = np.random.default_rng(24)
     calls = []
     for x_shape, k, s, p, ceil, cip, div in FLAT_AVG:
@@ -1513,7 +1539,7 @@ def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypa
     def flat_polyphase_spy(*args):
         v = real_flat_polyphase(*args)
         if v is not None:
-            polys.add((v[7], int(v[3][0]), v[4] < v[0]))
+            polys.add((v[7], tuple(int(m) for m in v[3]), v[4] < v[0]))
         return v
 
     monkeypatch.setattr(_plan, "flat_polyphase", flat_polyphase_spy)
@@ -1522,10 +1548,10 @@ def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypa
         outs = []
         _plan.gather_geometry.cache_clear()
         for go, x_shape, want, make in calls:
-            for gaps in (False, True):
+            for gaps, back in ((False, False), (True, False), (False, True)):
                 merged.clear()
                 out = _lanes_out(x_shape, dtype, gaps)
-                op = make(go, x_shape, out)
+                op = make(_reversed_w_and_c(go) if back else go, x_shape, out)
                 if _plan.FLAT_LANES_MAX:
                     assert merged == [True, not gaps]
                 for nt in (1, 3):
@@ -1541,11 +1567,17 @@ def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypa
     flat = _same_bits_baseline_and_streamed(request, runs)
     assert spreads == {(2, False), (2, True), (4, False), (4, True)}
     assert tap_spreads == {(2, False), (2, True), (3, False), (3, True), (4, False)}
-    # (lanes, terms, widened): C = 3, 13, 4, 12, 5, 2, 6, 20 and 16
-    assert polys == {(3, 3, True), (13, 3, True), (4, 4, True), (12, 7, True),
-                     (5, 5, True), (2, 3, True), (6, 3, True), (20, 3, True), (16, 5, True)}
+    # (lanes, terms of each phase, widened): stride 1 with C = 3, 13, 4, 12, 5, 2, 6, 20
+    # and 16; stride 2 with C = 8 to 15
+    assert polys == {(3, (3,), True), (13, (3,), True), (4, (4,), True), (12, (7,), True),
+                     (5, (5,), True), (2, (3,), True), (6, (3,), True), (20, (3,), True),
+                     (16, (5,), True),
+                     (12, (1, 1), False), (9, (1, 1), False), (12, (1, 2), False),
+                     (9, (3, 2), True), (8, (1, 2), False), (15, (2, 2), True),
+                     (11, (3, 2), True), (10, (2, 1), True)}
     monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 0)
     monkeypatch.setattr(_plan, "FLAT_STEP_LANES_MAX", {2: 0, 4: 0, 8: 0})
+    monkeypatch.setattr(_plan, "FLAT_STEP2_LANES_MAX", {2: 0, 4: 0, 8: 0})
     lanes = runs()
     assert not merged
     for a, b in zip(flat, lanes, strict=True):
@@ -1556,24 +1588,27 @@ def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypa
 def test_channels_last_16bit_wide_c_at_stride_1_as_flat_rows_gives_the_lanes_bits(
         dtype, monkeypatch, request):
     """16-bit channels-last rows of any C merge into W at stride 1
-    (_plan.FLAT_STEP_LANES_MAX): C = 64 and 72 (k3s1p1, k5s1p2 with W weights, ceil_mode)
-    give the reference's values and the bits of the lane path, on 1 and 2 threads, with the
-    AVX2 loops, the baseline loops and streaming stores; stride 2 keeps the lane path."""
+    (_plan.FLAT_STEP_LANES_MAX), and of C < 64 at stride 2 (FLAT_STEP2_LANES_MAX): C = 64
+    and 72 (k3s1p1, k5s1p2 with W weights, ceil_mode), C = 24 and 40 (k3s2p1, k4s2p1 with W
+    weights, ceil_mode) give the reference's values and the bits of the lane path, on 1 and
+    2 threads, with the AVX2 loops, the baseline loops and streaming stores; stride 2 with
+    C = 64 keeps the lane path."""
     rng = np.random.default_rng(37)
     calls = [((1, 64, 5, 9), 3, 1, 1, False, True, True),
              ((2, 72, 4, 7), 5, 1, 2, True, False, True),
+             ((1, 24, 5, 19), 3, 2, 1, False, True, True),
+             ((2, 40, 4, 17), 4, 2, 1, True, False, True),
              ((1, 64, 5, 9), 3, 2, 1, False, True, False)]
     data = [_channels_last_avg(dtype, rng, x_shape, k, s, p, ceil, cip, 0)
             for x_shape, k, s, p, ceil, cip, _ in calls]
     merged = []
-    real = _plan.flat_polyphase
+    real = _kernels.AvgGatherKernel
 
-    def spy(*args):
-        v = real(*args)
-        merged.append(v is not None)
-        return v
+    def spy(go6, gi6, *args):
+        merged.append(gi6.shape[5] == 1)   # lanes merged into W: one lane
+        return real(go6, gi6, *args)
 
-    monkeypatch.setattr(_plan, "flat_polyphase", spy)
+    monkeypatch.setattr(_kernels, "AvgGatherKernel", spy)
 
     def runs():
         outs = []
@@ -1582,7 +1617,7 @@ def test_channels_last_16bit_wide_c_at_stride_1_as_flat_rows_gives_the_lanes_bit
             merged.clear()
             out = empty_out(x_shape, dtype, "channels_last")
             op = pg.AvgPool2dBackward(go, x_shape, k, s, p, ceil, cip, 0, 0, out)
-            assert any(merged) == (flat and _plan.FLAT_STEP_LANES_MAX[2] > 64)
+            assert merged == [flat and _plan.FLAT_STEP_LANES_MAX[2] > 64]
             for nt in (1, 2):
                 out[...] = 7
                 op.execute(n_threads=nt)
@@ -1592,6 +1627,7 @@ def test_channels_last_16bit_wide_c_at_stride_1_as_flat_rows_gives_the_lanes_bit
 
     flat = _same_bits_baseline_and_streamed(request, runs)
     monkeypatch.setattr(_plan, "FLAT_STEP_LANES_MAX", {2: 0, 4: 0, 8: 0})
+    monkeypatch.setattr(_plan, "FLAT_STEP2_LANES_MAX", {2: 0, 4: 0, 8: 0})
     lanes = runs()
     for a, b in zip(flat, lanes, strict=True):
         assert np.array_equal(a, b)
