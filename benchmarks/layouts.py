@@ -4,11 +4,11 @@ no slower than 1.3x its NCHW twin).
 
 bench.py times each operator at the suite's channel counts (64, 256, 2048).  This script
 sweeps the channel count instead, because the kernels choose their layout path by C:
-lanes of C values where C >= 16, rows of W * C merged values below it, 16-byte aligned
-columns or not.  For each dtype, each C and eight calls of about 25 M values
+lanes of C values, or rows of W * C merged values (C < 16, and wider C at stride 1 and
+for 16-bit at stride 2), 16-byte aligned columns or not.  For each dtype, each C and ten calls of about 25 M values
 
-    avg k3s2p1 56       avg_pool2d_backward, 56x56, kernel 3, stride 2, padding 1
-    avg k2s2 56         avg_pool2d_backward, 56x56, kernel 2, stride 2
+    avg k3s2p1 56, 112  avg_pool2d_backward, 56x56 and 112x112, kernel 3, stride 2, padding 1
+    avg k2s2 56, 112    avg_pool2d_backward, 56x56 and 112x112, kernel 2, stride 2
     avg k3s1p1 56       ... kernel 3, stride 1, padding 1 (values of 9 terms: E rows)
     avg k7s1p3 56, 112  ... kernel 7, stride 1, padding 3, 56x56 and 112x112
     adap 16x32x32->4x8x8  adaptive_avg_pool3d_backward
@@ -100,6 +100,8 @@ def _max(c, dtype, o):
 
 CALLS = [("avg k3s2p1 56", lambda c, dt: _avg(c, dt, 3, 2, 1)),
          ("avg k2s2 56", lambda c, dt: _avg(c, dt, 2, 2, 0)),
+         ("avg k3s2p1 112", lambda c, dt: _avg(c, dt, 3, 2, 1, 112)),
+         ("avg k2s2 112", lambda c, dt: _avg(c, dt, 2, 2, 0, 112)),
          ("avg k3s1p1 56", lambda c, dt: _avg(c, dt, 3, 1, 1)),
          ("avg k7s1p3 56", lambda c, dt: _avg(c, dt, 7, 1, 3)),
          ("avg k7s1p3 112", lambda c, dt: _avg(c, dt, 7, 1, 3, 112)),
