@@ -43,6 +43,9 @@ cdef extern from "pg_cpu.h" nogil:
 cdef extern from "pg_stream.h" nogil:
     void pg_mul_f32(float* dst, const float* a, const float* b, Py_ssize_t n)
     void pg_mulin_f32(float* x, const float* b, Py_ssize_t n)
+    void pg_mul_f64(double* dst, const double* a, const double* b, Py_ssize_t n)
+    void pg_load_lanes_f64(double* dst, const double* src, Py_ssize_t so, const double* w,
+                           Py_ssize_t Wo, Py_ssize_t L)
     void pg_load_lanes_f32(float* dst, const float* src, Py_ssize_t so, const float* w,
                            Py_ssize_t Wo, Py_ssize_t L)
     int pg_combine_h16(uint16_t* dst, const float** rows, Py_ssize_t nr, Py_ssize_t n,
@@ -79,6 +82,11 @@ cdef extern from "pg_stream.h" nogil:
     void pg_sw_begin(pg_sw* w, void* dst)
     void pg_sw_append(pg_sw* w, const void* src, Py_ssize_t nbytes)
     void pg_sw_end(pg_sw* w)
+    ctypedef struct pg_stage:
+        pass
+    void pg_stage_begin(pg_stage* s, void* dst, void* mem, Py_ssize_t cap)
+    void pg_stage_combine_f64(pg_stage* s, const double** rows, Py_ssize_t nr, Py_ssize_t n)
+    void pg_stage_finish(pg_stage* s)
 
 cdef extern from "pg_expand.h" nogil:
     Py_ssize_t PG_POLY_MAX_M
@@ -768,6 +776,10 @@ cdef struct Gather:
     int kind
     int rnd
     int stream
+    Py_ssize_t stage64      # float64 rows of one run (L = 1, contiguous) in an output
+                            # larger than the cache: the item's rows are formed in a stage
+                            # of this capacity (bytes; after the E rows) and its whole lines
+                            # streamed (pg_stage); 0: rows stored where they go
     const pg_item_f32* item_f32   # the whole item in C (pg_item.h: float32, 16-bit), or NULL
     int lanes_row           # float32 / 16-bit lanes (L >= 8): grad_input rows formed
                             # straight from the grad_output rows (pg_lanes_row), no E rows
@@ -1129,6 +1141,8 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
     cdef acc_t* erow
     cdef bint fused
     cdef store_t* dst
+    cdef pg_stage st
+    cdef bint staged = False
     # rows of grad_input that are contiguous are formed right in place
     cdef bint direct = (L == 1 and g.xs[4] == 1) or (g.xs[5] == 1 and g.xs[4] == L)
     cdef const store_t* gbase = go + n * g.gs[0] + c * g.gs[1]
@@ -1218,6 +1232,15 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                         pg_load_lanes_f32(grow, gbase + od * g.gs[2] + oh * g.gs[3], g.gs[4],
                                           ww if g.scale_w else NULL, Wo, L)
                         fused = True
+            if store_t is double:
+                if acc_t is double:
+                    if L == 1 and g.scale_w and g.rnd == R_NONE and g.gs[4] == 1:
+                        pg_mul_f64(grow, gbase + od * g.gs[2] + oh * g.gs[3], ww, Wo)
+                        fused = True
+                    elif L > 1 and g.rnd == R_NONE and g.gs[5] == 1:
+                        pg_load_lanes_f64(grow, gbase + od * g.gs[2] + oh * g.gs[3], g.gs[4],
+                                          ww if g.scale_w else NULL, Wo, L)
+                        fused = True
             if store_t is uint16_t:
                 if acc_t is float:
                     if L == 1 and g.gs[4] == 1:
@@ -1249,7 +1272,13 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                             for l in range(L):
                                 grow[ow * L + l] = grow[ow * L + l] * s
             _expand(grow, erow, g, acc, wd[od] * wh[oh])
-    # grad_input rows: sums of the E rows that cover them, stored once
+    # grad_input rows: sums of the E rows that cover them, stored once; float64 rows that
+    # follow each other in memory (one D row, or whole planes) through the stage
+    if store_t is double:
+        if acc_t is double:
+            if g.stage64 and g.xs[3] == rl and (d1 - d0 == 1 or g.xs[2] == (h1 - h0) * rl):
+                pg_stage_begin(&st, xbase + d0 * g.xs[2] + h0 * g.xs[3], S, g.stage64)
+                staged = True
     for idd in range(d0, d1):
         a = g.dlo[idd]
         b = g.dhi[idd]
@@ -1264,6 +1293,11 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                     for oh in range(q - p):
                         rows[nr + oh] = src + oh * rl
                     nr += q - p
+            if store_t is double:
+                if acc_t is double:
+                    if staged:
+                        pg_stage_combine_f64(&st, rows, nr, rl)
+                        continue
             if g.tstore:
                 if nr == 0:
                     memset(S + (ih - h0) * rl, 0, rl * sizeof(acc_t))
@@ -1333,6 +1367,10 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                         dst = xbase + idd * g.xs[2] + ih * g.xs[3] + ow * g.xs[4]
                         for l in range(l0, l1):
                             _store1(dst + l * g.xs[5], src[l], g.kind)
+    if store_t is double:
+        if acc_t is double:
+            if staged:
+                pg_stage_finish(&st)
 
 
 cdef void _gather_run(const store_t* go, store_t* gi, const Gather* g,
@@ -1412,6 +1450,11 @@ cdef class AvgGatherKernel(PlannedKernel):
         g.tstore = tstore
         g.tstage = tstore and big
         g.fill = fill and g.L == 1 and g.Wo == 1 and not tstore
+        # float64 rows of the region (an output larger than the cache, rows of at least
+        # REGION_ROW_BYTES) through a stage of STAGE_BYTES, or a row and a line
+        g.stage64 = (max(STAGE_BYTES, (gi6.shape[4] * 8 + 64 + 63) // 64 * 64)
+                     if kind == K_F64 and region and gi6.shape[5] == 1 and not tstore
+                     and not g.fill and gi6.strides[4] == 8 else 0)
         g.rows_cap = rows
         g.m = 0 if taps is None else taps.shape[0] // gi6.shape[4]
         if g.m:
@@ -1589,6 +1632,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                               + (rows * 16 * min(g.L, PG_PLANE_CH) if g.plane_regs else 0)
                               + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
                                  if g.item_f32 != NULL and self.it.region else 0)
+                              + ((PG_STAGE_MEM(g.stage64) + 7) // 8 if g.stage64 else 0)
                               + (self.it.epad + (rows if self.it.gblk_rows else 1)
                                  * (g.Wo + 2 * self.it.epad)
                                  if g.item_f32 != NULL and (g.P == 1 or g.P == 2) else 0))

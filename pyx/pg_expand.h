@@ -94,7 +94,7 @@ static inline void NAME(const T *grow, T *e, ptrdiff_t P, ptrdiff_t q0, ptrdiff_
 }
 
 PG_DEFINE_EXPAND_POLY(float, pg_expand_poly_generic_f32)
-PG_DEFINE_EXPAND_POLY(double, pg_expand_poly_f64)
+PG_DEFINE_EXPAND_POLY(double, pg_expand_poly_generic_f64)
 
 /*
  * Period 2 (stride 2, the common case) in float32: the two phases are summed several
@@ -316,6 +316,80 @@ static inline void pg_expand_poly_f32(const float *grow, float *e, ptrdiff_t P, 
 #endif
     }
     pg_expand_poly_generic_f32(grow, e, P, q0, nq, c, m, gap, tmp, k);
+}
+
+#if PG_X86_DISPATCH
+/*
+ * Float64 interiors four values at a time, each value's terms summed in a register in the
+ * generic loop's order (so the same bits): period 1, terms gap apart, where the generic
+ * loop makes a pass over the row per term; period 2 at gap 1 with 1 to 3 terms a phase,
+ * the phases interleaved (a0 b0 a1 b1 ...).  With them and the one-pass row sums
+ * (pg_stream.h's pg_combine_avx2_f64), float64 NCHW k7s1p3 at 112 x 112 took 56 ms a call
+ * on one thread of the 2-vCPU EPYC, against 87 ms with the generic loops.
+ */
+PG_TARGET_AVX2
+static void pg_poly1_avx2_f64(const double *a, int64_t m, ptrdiff_t gap, double *dst,
+                              ptrdiff_t nq, double k)
+{
+    const __m256d vk = _mm256_set1_pd(k);
+    ptrdiff_t q = 0;
+    for (; q + 4 <= nq; q += 4) {
+        __m256d v = _mm256_loadu_pd(a + q);
+        for (int64_t t = 1; t < m; t++) v = _mm256_add_pd(v, _mm256_loadu_pd(a + q + t * gap));
+        _mm256_storeu_pd(dst + q, _mm256_mul_pd(vk, v));
+    }
+    for (; q < nq; q++) {
+        double v = a[q];
+        for (int64_t t = 1; t < m; t++) v = v + a[q + t * gap];
+        dst[q] = k * v;
+    }
+}
+
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline __m256d pg_phase4_f64(const double *a, int64_t m, ptrdiff_t q)
+{
+    __m256d v = _mm256_loadu_pd(a + q);
+    if (m >= 2) v = _mm256_add_pd(v, _mm256_loadu_pd(a + q + 1));
+    if (m >= 3) v = _mm256_add_pd(v, _mm256_loadu_pd(a + q + 2));
+    return v;
+}
+
+PG_TARGET_AVX2
+static void pg_poly2_avx2_f64(const double *a, const double *b, int64_t ma, int64_t mb,
+                              double *dst, ptrdiff_t nq, double k)
+{
+    const __m256d vk = _mm256_set1_pd(k);
+    ptrdiff_t q = 0;
+    for (; q + 4 <= nq; q += 4) {
+        const __m256d va = _mm256_mul_pd(vk, pg_phase4_f64(a, ma, q));
+        const __m256d vb = _mm256_mul_pd(vk, pg_phase4_f64(b, mb, q));
+        const __m256d lo = _mm256_unpacklo_pd(va, vb);   /* a0 b0 a2 b2 */
+        const __m256d hi = _mm256_unpackhi_pd(va, vb);   /* a1 b1 a3 b3 */
+        _mm256_storeu_pd(dst + 2 * q, _mm256_permute2f128_pd(lo, hi, 0x20));
+        _mm256_storeu_pd(dst + 2 * q + 4, _mm256_permute2f128_pd(lo, hi, 0x31));
+    }
+    for (; q < nq; q++) {
+        dst[2 * q] = k * PG_PHASE_SUM(double, a, ma, q);
+        dst[2 * q + 1] = k * PG_PHASE_SUM(double, b, mb, q);
+    }
+}
+#endif
+
+static inline void pg_expand_poly_f64(const double *grow, double *e, ptrdiff_t P,
+                                      ptrdiff_t q0, ptrdiff_t nq, const int64_t *c,
+                                      const int64_t *m, ptrdiff_t gap, double *tmp, double k)
+{
+#if PG_X86_DISPATCH
+    if (P == 1 && m[0] >= 1 && pg_have_avx2()) {
+        pg_poly1_avx2_f64(grow + q0 + c[0], m[0], gap, e + q0, nq, k);
+        return;
+    }
+    if (pg_poly2_ok(P, m) && gap == 1 && pg_have_avx2()) {
+        pg_poly2_avx2_f64(grow + q0 + c[0], grow + q0 + c[1], m[0], m[1], e + 2 * q0, nq, k);
+        return;
+    }
+#endif
+    pg_expand_poly_generic_f64(grow, e, P, q0, nq, c, m, gap, tmp, k);
 }
 
 /*

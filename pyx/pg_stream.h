@@ -76,27 +76,27 @@ ATTR static void NAME(T *PG_RESTRICT dst, const T *const *rows, ptrdiff_t nr, pt
 }
 
 /* dst[j] = a[j] * b[j]: a grad_output row scaled by the W weights as it is loaded */
-#define PG_MUL_LOOP(NAME, ATTR)                                                             \
-ATTR static void NAME(float *PG_RESTRICT dst, const float *PG_RESTRICT a,                   \
-                      const float *PG_RESTRICT b, ptrdiff_t n)                              \
+#define PG_MUL_LOOP(T, NAME, ATTR)                                                          \
+ATTR static void NAME(T *PG_RESTRICT dst, const T *PG_RESTRICT a, const T *PG_RESTRICT b,   \
+                      ptrdiff_t n)                                                          \
 {                                                                                           \
     for (ptrdiff_t j = 0; j < n; j++) dst[j] = a[j] * b[j];                                 \
 }
 
 /* grad_output columns of L contiguous lanes (channels-last), `so` elements apart, loaded
  * into a dense row and multiplied by their W weight (w NULL: no weight) */
-#define PG_LOAD_LANES_LOOP(NAME, ATTR)                                                      \
-ATTR static void NAME(float *PG_RESTRICT dst, const float *PG_RESTRICT src, ptrdiff_t so,   \
-                      const float *w, ptrdiff_t Wo, ptrdiff_t L)                            \
+#define PG_LOAD_LANES_LOOP(T, NAME, ATTR)                                                   \
+ATTR static void NAME(T *PG_RESTRICT dst, const T *PG_RESTRICT src, ptrdiff_t so,           \
+                      const T *w, ptrdiff_t Wo, ptrdiff_t L)                                \
 {                                                                                           \
     for (ptrdiff_t ow = 0; ow < Wo; ow++) {                                                 \
-        const float *PG_RESTRICT s = src + ow * so;                                         \
-        float *PG_RESTRICT d = dst + ow * L;                                                \
+        const T *PG_RESTRICT s = src + ow * so;                                             \
+        T *PG_RESTRICT d = dst + ow * L;                                                    \
         if (w) {                                                                            \
-            const float c = w[ow];                                                          \
+            const T c = w[ow];                                                              \
             for (ptrdiff_t l = 0; l < L; l++) d[l] = s[l] * c;                              \
         } else {                                                                            \
-            memcpy(d, s, (size_t)L * sizeof(float));                                        \
+            memcpy(d, s, (size_t)L * sizeof(T));                                            \
         }                                                                                   \
     }                                                                                       \
 }
@@ -108,17 +108,22 @@ ATTR static void NAME(float *PG_RESTRICT x, const float *PG_RESTRICT b, ptrdiff_
     for (ptrdiff_t j = 0; j < n; j++) x[j] = x[j] * b[j];                                   \
 }
 
-PG_MUL_LOOP(pg_mul_base_f32, )
+PG_MUL_LOOP(float, pg_mul_base_f32, )
+PG_MUL_LOOP(double, pg_mul_base_f64, )
 PG_MUL_INPLACE_LOOP(pg_mulin_base_f32, )
-PG_LOAD_LANES_LOOP(pg_load_lanes_base_f32, )
+PG_LOAD_LANES_LOOP(float, pg_load_lanes_base_f32, )
+PG_LOAD_LANES_LOOP(double, pg_load_lanes_base_f64, )
 PG_COMBINE_LOOPS(float, pg_combine_base_f32, )
 PG_COMBINE_LOOPS(double, pg_combine_base_f64, )
 #if PG_X86_DISPATCH
 PG_COMBINE_LOOPS(float, pg_combine_few_avx2_f32, PG_TARGET_AVX2)
-PG_COMBINE_LOOPS(double, pg_combine_avx2_f64, PG_TARGET_AVX2)
-PG_MUL_LOOP(pg_mul_avx2_f32, PG_TARGET_AVX2)
+PG_MUL_LOOP(float, pg_mul_avx2_f32, PG_TARGET_AVX2)
+PG_MUL_LOOP(double, pg_mul_avx2_f64, PG_TARGET_AVX2)
 PG_MUL_INPLACE_LOOP(pg_mulin_avx2_f32, PG_TARGET_AVX2)
-PG_LOAD_LANES_LOOP(pg_load_lanes_avx2_f32, PG_TARGET_AVX2)
+PG_LOAD_LANES_LOOP(float, pg_load_lanes_avx2_f32, PG_TARGET_AVX2)
+PG_LOAD_LANES_LOOP(double, pg_load_lanes_avx2_f64, PG_TARGET_AVX2)
+
+PG_COMBINE_LOOPS(double, pg_combine_few_avx2_f64, PG_TARGET_AVX2)
 
 /*
  * The sum of nr >= 4 rows that follow each other rs floats apart (consecutive E rows: one
@@ -177,11 +182,42 @@ static void pg_combine_avx2_f32(float *PG_RESTRICT dst, const float *const *rows
     else
         pg_combine_few_avx2_f32(dst, rows, nr, n);
 }
+
+/* float64: four rows or more summed in one pass, four values at a time, each value's
+ * terms added in a register in the order of the loops above (the same bits), where those
+ * make a pass over dst per row past the third (k7s1p3: five); fewer rows through those
+ * loops (one-pass sums of 2 or 3 rows took 1.28x their time on channels-last k2s2) */
+PG_TARGET_AVX2
+static void pg_combine_avx2_f64(double *PG_RESTRICT dst, const double *const *rows,
+                                ptrdiff_t nr, ptrdiff_t n)
+{
+    if (nr < 4) {
+        pg_combine_few_avx2_f64(dst, rows, nr, n);
+        return;
+    }
+    const double *PG_RESTRICT a = rows[0], *PG_RESTRICT b = rows[1];
+    ptrdiff_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+        __m256d v = _mm256_add_pd(_mm256_loadu_pd(a + j), _mm256_loadu_pd(b + j));
+        for (ptrdiff_t r = 2; r < nr; r++) v = _mm256_add_pd(v, _mm256_loadu_pd(rows[r] + j));
+        _mm256_storeu_pd(dst + j, v);
+    }
+    for (; j < n; j++) {
+        double v = a[j] + b[j];
+        for (ptrdiff_t r = 2; r < nr; r++) v = v + rows[r][j];
+        dst[j] = v;
+    }
+}
 #endif
 
 static inline void pg_mul_f32(float *dst, const float *a, const float *b, ptrdiff_t n)
 {
     PG_PICK(pg_mul, f32, dst, a, b, n);
+}
+
+static inline void pg_mul_f64(double *dst, const double *a, const double *b, ptrdiff_t n)
+{
+    PG_PICK(pg_mul, f64, dst, a, b, n);
 }
 
 static inline void pg_mulin_f32(float *x, const float *b, ptrdiff_t n)
@@ -193,6 +229,12 @@ static inline void pg_load_lanes_f32(float *dst, const float *src, ptrdiff_t so,
                                      ptrdiff_t Wo, ptrdiff_t L)
 {
     PG_PICK(pg_load_lanes, f32, dst, src, so, w, Wo, L);
+}
+
+static inline void pg_load_lanes_f64(double *dst, const double *src, ptrdiff_t so,
+                                     const double *w, ptrdiff_t Wo, ptrdiff_t L)
+{
+    PG_PICK(pg_load_lanes, f64, dst, src, so, w, Wo, L);
 }
 
 #if PG_X86_DISPATCH
@@ -220,6 +262,32 @@ static void pg_combine_stream_avx2_f32(float *dst, const float *const *rows, ptr
         }
     }
     for (; j < n; j++) dst[j] = pg_combine1_f32(rows, nr, j);
+}
+
+/* the same for float64 (the SSE2 loop below stored 16 bytes at a time and took the row
+ * pointers from the table at every store: channels-last k2s2 C = 64, one term a row, was
+ * 1.2x slower or not from one build to the next with that loop unchanged) */
+PG_TARGET_AVX2
+static void pg_combine_stream_avx2_f64(double *dst, const double *const *rows, ptrdiff_t nr,
+                                       ptrdiff_t n, ptrdiff_t head, ptrdiff_t body_end)
+{
+    ptrdiff_t j;
+    const double *a = rows[0];
+    for (j = 0; j < head; j++) dst[j] = pg_combine1_f64(rows, nr, j);
+    if (nr == 1) {
+        for (; j < body_end; j += 4) _mm256_stream_pd(dst + j, _mm256_loadu_pd(a + j));
+    } else if (nr == 2) {
+        const double *b = rows[1];
+        for (; j < body_end; j += 4)
+            _mm256_stream_pd(dst + j, _mm256_add_pd(_mm256_loadu_pd(a + j), _mm256_loadu_pd(b + j)));
+    } else {
+        for (; j < body_end; j += 4) {
+            __m256d s = _mm256_add_pd(_mm256_loadu_pd(a + j), _mm256_loadu_pd(rows[1] + j));
+            for (ptrdiff_t r = 2; r < nr; r++) s = _mm256_add_pd(s, _mm256_loadu_pd(rows[r] + j));
+            _mm256_stream_pd(dst + j, s);
+        }
+    }
+    for (; j < n; j++) dst[j] = pg_combine1_f64(rows, nr, j);
 }
 #endif
 
@@ -598,6 +666,12 @@ static inline void pg_combine_f64(double *dst, const double *const *rows, ptrdif
 #if PG_HAVE_STREAM
     ptrdiff_t j = 0, head = n, body_end = n;
     PG_LINES(double, dst, n, head, body_end);
+#if PG_X86_DISPATCH
+    if (pg_have_avx2()) {
+        pg_combine_stream_avx2_f64(dst, rows, nr, n, head, body_end);
+        return;
+    }
+#endif
     for (j = 0; j < head; j++) dst[j] = pg_combine1_f64(rows, nr, j);
     for (; j < body_end; j += 2) {
         __m128d s = _mm_loadu_pd(rows[0] + j);
@@ -1199,6 +1273,33 @@ static inline void pg_stage_end(pg_stage *s, int avx)
 #endif
     (void)avx;
     pg_stage_flush_base(s, 1);
+}
+
+/* the float64 gather's staged rows (_kernels.pyx's _gather_item): each row the sum of its
+ * nr E rows (nr = 0: zeros), formed in the stage (the same sums as pg_combine_f64 into the
+ * output), and the stage's last bytes stored at the end */
+static inline void pg_stage_combine_f64(pg_stage *s, const double *const *rows, ptrdiff_t nr,
+                                        ptrdiff_t n)
+{
+    if (nr == 0) {   /* no window covers the row: +0.0 */
+        memset(pg_stage_next(s, n * (ptrdiff_t)sizeof(double), 0), 0,
+               (size_t)n * sizeof(double));
+        return;
+    }
+#if PG_X86_DISPATCH
+    if (pg_have_avx2()) {
+        pg_combine_avx2_f64((double *)pg_stage_next(s, n * (ptrdiff_t)sizeof(double), 1),
+                            rows, nr, n);
+        return;
+    }
+#endif
+    pg_combine_base_f64((double *)pg_stage_next(s, n * (ptrdiff_t)sizeof(double), 0),
+                        rows, nr, n);
+}
+
+static inline void pg_stage_finish(pg_stage *s)
+{
+    pg_stage_end(s, PG_X86_DISPATCH && pg_have_avx2());
 }
 
 /* n bytes from src to dst with plain vector loads and stores, 32 (AVX2) or 16 bytes at a

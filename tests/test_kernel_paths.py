@@ -182,6 +182,27 @@ def test_streaming_stores_give_the_same_bits(x_shape, dtype, mode, simd, request
         assert np.array_equal(a, b)
 
 
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_streamed_regions_store_zeros_where_no_window_covers(dtype, request):
+    """Kernel 2, stride 3: every third row and column lies in no window.  A region formed
+    in a stage (float32's C item, float64's row loop) stores those rows as zeros too."""
+    rng = np.random.default_rng(12)
+    x_shape = (2, 3, 17, 40)
+    go = make_array(pg.avg_pool2d(np.zeros(x_shape, np.float32), 2, 3).shape, dtype, rng)
+
+    def runs():
+        outs = []
+        for layout in ("c", "sliced"):
+            out = empty_out(x_shape, dtype, layout)
+            pg.avg_pool2d_backward(go, x_shape, 2, 3, out=out)
+            assert not np.any(np.asarray(out[:, :, 2::3], np.float64))
+            assert not np.any(np.asarray(out[:, :, :, 2::3], np.float64))
+            outs.append(_bits(out))
+        return outs
+
+    _same_bits_after(request, "stream_regions", runs)
+
+
 def test_stream_threshold_is_the_planned_threads_share_of_the_cache(monkeypatch):
     mib = 1 << 20
     for llc, cpus, cap, want in [
