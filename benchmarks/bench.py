@@ -98,6 +98,10 @@ def default_cases():
         Case(A, (256, 256, 14, 14), k=3, s=2, p=1),
         Case(A, (256, 512, 14, 14), "bfloat16", k=2, s=2),
         Case(A, (1, 16, 4, 4), k=4, s=1, label="avg_pool2d seed 1x16x4x4 k4s1p0 f32 NCHW"),
+        # float64, the golden-reference dtype (the k3s2p1 case's bytes at half the batch)
+        Case(A, (16, 64, 112, 112), "float64", k=3, s=2, p=1),
+        Case(A, (16, 64, 112, 112), "float64", k=3, s=2, p=1, layout="CL"),
+        Case(A, (32, 64, 56, 56), "float64", k=3, s=1, p=1),
         Case(A3, (4, 32, 16, 64, 64), out=(4, 8, 8)),
         Case(A3, (4, 32, 16, 64, 64), out=(4, 8, 8), layout="CL"),
         Case(A3, (4, 32, 16, 64, 64), out=(1, 1, 1)),
