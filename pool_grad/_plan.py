@@ -565,7 +565,8 @@ FLAT_STEP2_LANES_MAX = {2: 64, 4: 16, 8: 16}
 
 # merged rows of at least this many lanes take a period-2 polyphase form (flat_polyphase):
 # against their tap spreads, on the 2-vCPU EPYC (24 MB, 2 threads, k3s2p1 at 56 and 112,
-# k4s2p1, k5s2p2) 0.71-0.93x the time for float32 C = 8 to 15, 0.58-0.77x for 16-bit
+# k4s2p1, k5s2p2) 0.71-0.93x the time for float32 C = 8 to 15, 0.58-0.77x for 16-bit;
+# float64 (pg_poly2s_avx2_f64) 0.64-0.84x at k3s2p1 112, C = 8 and 12
 FLAT_POLY2_LANES = 8
 
 
@@ -978,11 +979,7 @@ def _flat_geometry(spec, shape6, acc, n_cpu, flat):
     if tp is None:
         return None
     ftp = flat_taps(tp, w, n_out, flat)
-    period = _AXES[spec[0]](*spec[1:])[3]
-    # float64 sums a period-2 form in the generic loop: 1.14-1.18x the tap tables' time
-    # (C = 9 and 12, k3s2p1 at 112, k5s2p2 at 56; 2-vCPU EPYC, 2 threads)
-    poly = (flat_polyphase(tables[4], tables[5], period, n_out, tp, flat)
-            if period == 1 or np.dtype(acc) != np.float64 else None)
+    poly = flat_polyphase(tables[4], tables[5], _AXES[spec[0]](*spec[1:])[3], n_out, tp, flat)
     lane = np.arange(flat)
     # the [wlo, whi) ranges of the merged axis (the kernel uses them only without taps)
     wlo = np.ascontiguousarray((tables[4][:, None] * flat + lane).reshape(-1))

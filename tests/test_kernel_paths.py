@@ -1510,8 +1510,8 @@ def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypa
     gives the same bits.  The merged one-tap rows are spread from 8 and from 16 values
     (_plan.spread), in both element sizes, rows of 2, 3 and 4 taps a column through their
     tap spreads (_plan.tap_spread, pg_tspread32_row) from 8 and 16 values, and stride-1
-    rows of 3 to 7 terms and stride-2 rows (C >= 8; not float64) of 1 to 3 terms a phase
-    in polyphase form with the terms C apart (_plan.flat_polyphase)."""
+    rows of 3 to 7 terms and stride-2 rows (C >= 8) of 1 to 3 terms a phase in polyphase
+    form with the terms C apart (_plan.flat_polyphase)."""
     rng = np.random.default_rng(24)
     calls = []
     for x_shape, k, s, p, ceil, cip, div in FLAT_AVG:
@@ -1589,13 +1589,13 @@ def test_channels_last_small_c_as_flat_rows_gives_the_lanes_bits(dtype, monkeypa
     assert spreads == {(2, False), (2, True), (4, False), (4, True)}
     assert tap_spreads == {(2, False), (2, True), (3, False), (3, True), (4, False)}
     # (lanes, terms of each phase, widened): stride 1 with C = 3, 13, 4, 12, 5, 2, 6, 20
-    # and 16; stride 2 with C = 8 to 15, but for float64 (which keeps the tap tables there)
-    stride2 = {(12, (1, 1), False), (9, (1, 1), False), (12, (1, 2), False),
-               (9, (3, 2), True), (8, (1, 2), False), (15, (2, 2), True),
-               (11, (3, 2), True), (10, (2, 1), True)}
+    # and 16; stride 2 with C = 8 to 15
     assert polys == {(3, (3,), True), (13, (3,), True), (4, (4,), True), (12, (7,), True),
                      (5, (5,), True), (2, (3,), True), (6, (3,), True), (20, (3,), True),
-                     (16, (5,), True)} | (set() if dtype == np.float64 else stride2)
+                     (16, (5,), True),
+                     (12, (1, 1), False), (9, (1, 1), False), (12, (1, 2), False),
+                     (9, (3, 2), True), (8, (1, 2), False), (15, (2, 2), True),
+                     (11, (3, 2), True), (10, (2, 1), True)}
     monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 0)
     monkeypatch.setattr(_plan, "FLAT_STEP_LANES_MAX", {2: 0, 4: 0, 8: 0})
     monkeypatch.setattr(_plan, "FLAT_STEP2_LANES_MAX", {2: 0, 4: 0, 8: 0})
