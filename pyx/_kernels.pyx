@@ -1111,6 +1111,28 @@ cdef void _lanes_rows(const store_t* gbase, store_t* xbase, const Gather* g, con
         idd = ed
 
 
+cdef inline bint _load_scaled(acc_t* grow, const acc_t* src, const Gather* g, const acc_t* ww,
+                              Py_ssize_t Wo, Py_ssize_t L) noexcept nogil:
+    """A grad_output row stored in the accumulation type loaded and W-scaled in one pass
+    (the same products as _load_block and then the weights); False where that does not
+    apply (cube rounding, strided lanes, one lane without W weights or not contiguous)."""
+    if g.rnd != R_NONE:
+        return False
+    if L == 1 and g.scale_w and g.gs[4] == 1:
+        if acc_t is float:
+            pg_mul_f32(grow, src, ww, Wo)
+        else:
+            pg_mul_f64(grow, src, ww, Wo)
+        return True
+    if L > 1 and g.gs[5] == 1:
+        if acc_t is float:
+            pg_load_lanes_f32(grow, src, g.gs[4], ww if g.scale_w else NULL, Wo, L)
+        else:
+            pg_load_lanes_f64(grow, src, g.gs[4], ww if g.scale_w else NULL, Wo, L)
+        return True
+    return False
+
+
 cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                        const acc_t* wd, const acc_t* wh, const acc_t* ww,
                        acc_t* buf, Py_ssize_t item) noexcept nogil:
@@ -1222,25 +1244,9 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                         wd[od] * wh[oh])
                 continue
             fused = False
-            if store_t is float:
-                if acc_t is float:
-                    if L == 1 and g.scale_w and g.rnd == R_NONE and g.gs[4] == 1:
-                        # load and W scale in one pass (the same products)
-                        pg_mul_f32(grow, gbase + od * g.gs[2] + oh * g.gs[3], ww, Wo)
-                        fused = True
-                    elif L > 1 and g.rnd == R_NONE and g.gs[5] == 1:
-                        pg_load_lanes_f32(grow, gbase + od * g.gs[2] + oh * g.gs[3], g.gs[4],
-                                          ww if g.scale_w else NULL, Wo, L)
-                        fused = True
-            if store_t is double:
-                if acc_t is double:
-                    if L == 1 and g.scale_w and g.rnd == R_NONE and g.gs[4] == 1:
-                        pg_mul_f64(grow, gbase + od * g.gs[2] + oh * g.gs[3], ww, Wo)
-                        fused = True
-                    elif L > 1 and g.rnd == R_NONE and g.gs[5] == 1:
-                        pg_load_lanes_f64(grow, gbase + od * g.gs[2] + oh * g.gs[3], g.gs[4],
-                                          ww if g.scale_w else NULL, Wo, L)
-                        fused = True
+            if (store_t is float and acc_t is float) or (store_t is double and acc_t is double):
+                fused = _load_scaled(grow, <const acc_t*>(gbase + od * g.gs[2] + oh * g.gs[3]),
+                                     g, ww, Wo, L)
             if store_t is uint16_t:
                 if acc_t is float:
                     if L == 1 and g.gs[4] == 1:
