@@ -24,7 +24,7 @@ the same call alone, on either layout, depending on the memory they were given);
 summary takes the lower.
 
     PYTHONPATH=. python benchmarks/layouts.py [--threads N] [--channels 3,4,8,...]
-                                              [--dtypes float32,float16,bfloat16]
+                                              [--dtypes float32,float16,bfloat16,float64]
                                               [--only SUBSTR] [--json FILE]
 """
 import argparse
@@ -132,7 +132,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--channels", default="3,4,8,12,16,20,24,32,64")
-    ap.add_argument("--dtypes", default="float32,float16,bfloat16")
+    ap.add_argument("--dtypes", default="float32,float16,bfloat16,float64")
     ap.add_argument("--only", default=None, help="only calls whose name contains this")
     ap.add_argument("--rounds", type=int, default=25)
     ap.add_argument("--json", default=None)
