@@ -355,6 +355,33 @@ static inline __m256 pg_lanes_get8(const char *p, int kind)
             }                                                                               \
     }
 
+/* 16 float32 values (a: lanes 0-7, b: 8-15) rounded to float16 (kind 1) or bfloat16 (2),
+ * in lane order in q[0], q[1] */
+PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
+static inline void pg_lanes_pack16(__m256 a, __m256 b, int kind, __m128i *q)
+{
+    if (kind == 1) {
+        q[0] = _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT);
+        q[1] = _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT);
+    } else {
+        __m256i ra, rb;
+        if (_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q))) {
+            ra = pg_bf16_round8_avx2(a);
+            rb = pg_bf16_round8_avx2(b);
+        } else {   /* no NaN: u + 0x7FFF + (bit 16 of u), top half */
+            const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
+            const __m256i ua = _mm256_castps_si256(a), ub = _mm256_castps_si256(b);
+            ra = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(ua, bias),
+                     _mm256_and_si256(_mm256_srli_epi32(ua, 16), one)), 16);
+            rb = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(ub, bias),
+                     _mm256_and_si256(_mm256_srli_epi32(ub, 16), one)), 16);
+        }
+        const __m256i pk = _mm256_packus_epi32(ra, rb);   /* back in lane order */
+        q[0] = _mm256_castsi256_si128(pk);
+        q[1] = _mm256_extracti128_si256(pk, 1);
+    }
+}
+
 /* 16 results stored at p and at the nd - 1 places rs bytes apart after it, and the same
  * again at each of the nc - 1 places cs bytes apart after those (streamed: 16-byte stores,
  * as numpy's large arrays are 16-byte aligned), rounded once to 16 bits where the dtype
@@ -381,26 +408,7 @@ static inline void pg_lanes_put16(char *p0, ptrdiff_t nd, ptrdiff_t rs, ptrdiff_
         })
         return;
     }
-    if (kind == 1) {
-        q[0] = _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT);
-        q[1] = _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT);
-    } else {
-        __m256i ra, rb;
-        if (_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q))) {
-            ra = pg_bf16_round8_avx2(a);
-            rb = pg_bf16_round8_avx2(b);
-        } else {   /* no NaN: u + 0x7FFF + (bit 16 of u), top half */
-            const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
-            const __m256i ua = _mm256_castps_si256(a), ub = _mm256_castps_si256(b);
-            ra = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(ua, bias),
-                     _mm256_and_si256(_mm256_srli_epi32(ua, 16), one)), 16);
-            rb = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(ub, bias),
-                     _mm256_and_si256(_mm256_srli_epi32(ub, 16), one)), 16);
-        }
-        const __m256i pk = _mm256_packus_epi32(ra, rb);   /* back in lane order */
-        q[0] = _mm256_castsi256_si128(pk);
-        q[1] = _mm256_extracti128_si256(pk, 1);
-    }
+    pg_lanes_pack16(a, b, kind, q);
     if (stream) {
         PG_STORE_GRID(p0, nd, rs, nc, cs, {
             _mm_stream_si128((__m128i *)p, q[0]);
@@ -412,6 +420,23 @@ static inline void pg_lanes_put16(char *p0, ptrdiff_t nd, ptrdiff_t rs, ptrdiff_
             _mm_storeu_si128((__m128i *)p + 1, q[1]);
         })
     }
+}
+
+/* 32 lanes of 16 bits (a, b, c, d: 8 each) to each of the nd x nc targets, a whole 64-byte
+ * line there (p0, cs and rs line-aligned), in two streaming stores of 32 bytes */
+PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
+static inline void pg_lanes_put32_line(char *p0, ptrdiff_t nd, ptrdiff_t rs, ptrdiff_t nc,
+                                       ptrdiff_t cs, __m256 a, __m256 b, __m256 c, __m256 d,
+                                       int kind)
+{
+    __m128i q[4];
+    pg_lanes_pack16(a, b, kind, q);
+    pg_lanes_pack16(c, d, kind, q + 2);
+    const __m256i lo = _mm256_set_m128i(q[1], q[0]), hi = _mm256_set_m128i(q[3], q[2]);
+    PG_STORE_GRID(p0, nd, rs, nc, cs, {
+        _mm256_stream_si256((__m256i *)p, lo);
+        _mm256_stream_si256((__m256i *)p + 1, hi);
+    })
 }
 
 PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
@@ -437,6 +462,56 @@ static inline void pg_lanes_put8(char *p0, ptrdiff_t nd, ptrdiff_t rs, ptrdiff_t
     else PG_STORE_GRID(p0, nd, rs, nc, cs, { _mm_storeu_si128((__m128i *)p, q[0]); })
 }
 
+/* lanes l .. l+15 of a column: sum over r of k[r] * (its taps' values, W-weighted), left to
+ * right (the E rows' values and the combine's sums) */
+PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
+static inline void pg_lanes_sum16(const void *const *g, ptrdiff_t l, const __m256 *kv,
+                                  ptrdiff_t nr, const ptrdiff_t *off, const __m256 *wv,
+                                  ptrdiff_t n, int scale, int kind, __m256 *s0, __m256 *s1)
+{
+    const ptrdiff_t size = kind ? 2 : 4;
+    *s0 = *s1 = _mm256_setzero_ps();   /* nr >= 1: never used */
+    for (ptrdiff_t r = 0; r < nr; r++) {
+        const char *gr = (const char *)g[r] + l * size;
+        __m256 v0, v1, u0 = _mm256_setzero_ps(), u1 = _mm256_setzero_ps();
+        for (ptrdiff_t i = 0; i < n; i++) {
+            pg_lanes_get16(gr + off[i], kind, &v0, &v1);
+            if (scale) {
+                v0 = _mm256_mul_ps(v0, wv[i]);
+                v1 = _mm256_mul_ps(v1, wv[i]);
+            }
+            u0 = i ? _mm256_add_ps(u0, v0) : v0;
+            u1 = i ? _mm256_add_ps(u1, v1) : v1;
+        }
+        u0 = _mm256_mul_ps(kv[r], u0);
+        u1 = _mm256_mul_ps(kv[r], u1);
+        *s0 = r ? _mm256_add_ps(*s0, u0) : u0;
+        *s1 = r ? _mm256_add_ps(*s1, u1) : u1;
+    }
+}
+
+/* lanes l .. l+7 of a column, as pg_lanes_sum16 */
+PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
+static inline __m256 pg_lanes_sum8(const void *const *g, ptrdiff_t l, const __m256 *kv,
+                                   ptrdiff_t nr, const ptrdiff_t *off, const __m256 *wv,
+                                   ptrdiff_t n, int scale, int kind)
+{
+    const ptrdiff_t size = kind ? 2 : 4;
+    __m256 s = _mm256_setzero_ps();
+    for (ptrdiff_t r = 0; r < nr; r++) {
+        const char *gr = (const char *)g[r] + l * size;
+        __m256 v, u = _mm256_setzero_ps();
+        for (ptrdiff_t i = 0; i < n; i++) {
+            v = pg_lanes_get8(gr + off[i], kind);
+            if (scale) v = _mm256_mul_ps(v, wv[i]);
+            u = i ? _mm256_add_ps(u, v) : v;
+        }
+        u = _mm256_mul_ps(kv[r], u);
+        s = r ? _mm256_add_ps(s, u) : u;
+    }
+    return s;
+}
+
 /*
  * A channels-last grad_input row (W columns of L >= 8 lanes, 16 at a time, then 8, the last
  * 8 overlapping the ones before where L is not a multiple of 8; column w at
@@ -452,16 +527,26 @@ static inline void pg_lanes_put8(char *p0, ptrdiff_t nd, ptrdiff_t rs, ptrdiff_t
  * 16 bits), so the same bits, in registers.  Each column is stored to the nd rows rs
  * elements apart from dst on (equal rows), and a run of columns with the same taps is
  * formed once and stored to each of them.  With `stream`, non-temporal stores of 16
- * bytes (pg_lanes_row checks that dst, ds and rs allow them).
+ * bytes (pg_lanes_row checks that dst, ds and rs allow them).  With `line` too (16-bit
+ * lanes, every column's stores the same distance from a 64-byte line) and more than one
+ * store target (equal rows or columns), each column's lanes up to the first line boundary
+ * go first, then 32 at a time, so that each target receives whole lines in two 32-byte
+ * stores: with 32 bytes to each of four targets in turn, k2 s2 float16 and bfloat16 rows
+ * 16 bytes off a line (numpy's large arrays are) at C = 256 and 512 took 1.7-2.2x the
+ * time on 1 thread, 1.1-1.3x on 2 (2-vCPU EPYC, Zen 4).  One target is written in address
+ * order either way (k3 s2 p1: 1.0-1.3x the time in whole lines, at C = 64-128).  The lanes
+ * are independent, so how they are grouped changes no bits.
  */
 PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
 static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
                                      const void *const *g, ptrdiff_t gs, const float *k,
                                      const float *ww, ptrdiff_t nr, const int64_t *tap,
                                      ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,
-                                     const int64_t *crun, int kind, int stream, int CR)
+                                     const int64_t *crun, int kind, int stream, int CR,
+                                     int line)
 {
     const ptrdiff_t size = kind ? 2 : 4;
+    const int scale = ww != NULL;
     __m256 kv[8], wv[PG_MAX_TAPS];
     ptrdiff_t off[PG_MAX_TAPS] = {0};
     for (ptrdiff_t r = 0; r < nr; r++) kv[r] = _mm256_set1_ps(k[r]);
@@ -473,44 +558,40 @@ static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrd
         if (CR) nc = crun[w];
         while (n < m && tap[n] < Wo) {
             off[n] = tap[n] * gs * size;
-            if (ww) wv[n] = _mm256_set1_ps(ww[tap[n]]);
+            if (scale) wv[n] = _mm256_set1_ps(ww[tap[n]]);
             n++;
         }
-        for (; l + 16 <= L; l += 16) {
-            __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
-            for (ptrdiff_t r = 0; r < nr; r++) {
-                const char *gr = (const char *)g[r] + l * size;
-                __m256 v0, v1, u0 = _mm256_setzero_ps(), u1 = _mm256_setzero_ps();
-                for (ptrdiff_t i = 0; i < n; i++) {
-                    pg_lanes_get16(gr + off[i], kind, &v0, &v1);
-                    if (ww) {
-                        v0 = _mm256_mul_ps(v0, wv[i]);
-                        v1 = _mm256_mul_ps(v1, wv[i]);
-                    }
-                    u0 = i ? _mm256_add_ps(u0, v0) : v0;
-                    u1 = i ? _mm256_add_ps(u1, v1) : v1;
+        if (line && nd * nc > 1) {
+            /* lanes to the line boundary (0, 8, 16 or 24), then whole lines */
+            const ptrdiff_t head = (ptrdiff_t)((64u - ((uintptr_t)d & 63u)) & 63u) / size;
+            if (head <= L - 32) {
+                for (; l + 16 <= head; l += 16) {
+                    __m256 s0, s1;
+                    pg_lanes_sum16(g, l, kv, nr, off, wv, n, scale, kind, &s0, &s1);
+                    pg_lanes_put16(d + l * size, nd, rs * size, nc, ds * size, s0, s1, kind, 1);
                 }
-                u0 = _mm256_mul_ps(kv[r], u0);
-                u1 = _mm256_mul_ps(kv[r], u1);
-                s0 = r ? _mm256_add_ps(s0, u0) : u0;
-                s1 = r ? _mm256_add_ps(s1, u1) : u1;
+                if (l < head) {
+                    __m256 s = pg_lanes_sum8(g, l, kv, nr, off, wv, n, scale, kind);
+                    pg_lanes_put8(d + l * size, nd, rs * size, nc, ds * size, s, kind, 1);
+                    l += 8;
+                }
+                for (; l + 32 <= L; l += 32) {
+                    __m256 s0, s1, s2, s3;
+                    pg_lanes_sum16(g, l, kv, nr, off, wv, n, scale, kind, &s0, &s1);
+                    pg_lanes_sum16(g, l + 16, kv, nr, off, wv, n, scale, kind, &s2, &s3);
+                    pg_lanes_put32_line(d + l * size, nd, rs * size, nc, ds * size, s0, s1,
+                                        s2, s3, kind);
+                }
             }
+        }
+        for (; l + 16 <= L; l += 16) {
+            __m256 s0, s1;
+            pg_lanes_sum16(g, l, kv, nr, off, wv, n, scale, kind, &s0, &s1);
             pg_lanes_put16(d + l * size, nd, rs * size, nc, ds * size, s0, s1, kind, stream);
         }
         for (; l < L; l += 8) {   /* 8 lanes, then the last 8 (overlapping: equal values) */
             if (l + 8 > L) l = L - 8;
-            __m256 s = _mm256_setzero_ps();
-            for (ptrdiff_t r = 0; r < nr; r++) {
-                const char *gr = (const char *)g[r] + l * size;
-                __m256 v, u = _mm256_setzero_ps();
-                for (ptrdiff_t i = 0; i < n; i++) {
-                    v = pg_lanes_get8(gr + off[i], kind);
-                    if (ww) v = _mm256_mul_ps(v, wv[i]);
-                    u = i ? _mm256_add_ps(u, v) : v;
-                }
-                u = _mm256_mul_ps(kv[r], u);
-                s = r ? _mm256_add_ps(s, u) : u;
-            }
+            __m256 s = pg_lanes_sum8(g, l, kv, nr, off, wv, n, scale, kind);
             pg_lanes_put8(d + l * size, nd, rs * size, nc, ds * size, s, kind, stream);
         }
     }
@@ -520,7 +601,7 @@ static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrd
  * runs of columns with the same taps, crun[w] of them from column w (the plan's table; NULL
  * where all runs are single columns).  A search for them at every column instead cost
  * k3 s2 p1 1.2-1.3x, k3 s1 p1 1.05x, in branches */
-#define PG_LANES_ROW_ST(NAME, KIND, ST, CR)                                                 \
+#define PG_LANES_ROW_ST(NAME, KIND, ST, CR, LN)                                             \
 PG_TARGET_AVX2_F16C                                                                         \
 static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void *const *g, \
                  ptrdiff_t gs, const float *k, const float *ww, ptrdiff_t nr,               \
@@ -528,31 +609,39 @@ static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void
                  const int64_t *crun)                                                       \
 {                                                                                           \
     if (nr == 1 && m == 1)                                                                  \
-        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 1, W, L, Wo, crun, KIND, ST, CR);\
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 1, W, L, Wo, crun, KIND, ST, CR, LN);\
     else if (nr == 1 && m == 2)                                                             \
-        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 2, W, L, Wo, crun, KIND, ST, CR);\
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 2, W, L, Wo, crun, KIND, ST, CR, LN);\
     else if (nr == 2 && m == 1)                                                             \
-        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 1, W, L, Wo, crun, KIND, ST, CR);\
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 1, W, L, Wo, crun, KIND, ST, CR, LN);\
     else if (nr == 2 && m == 2)                                                             \
-        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 2, W, L, Wo, crun, KIND, ST, CR);\
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 2, W, L, Wo, crun, KIND, ST, CR, LN);\
     else                                                                                    \
-        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, crun, KIND, ST, CR);\
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, crun, KIND, ST, CR, LN);\
 }
+/* line: 16-bit rows streamed whole lines at a time (pg_lanes_row_body), where every column's
+ * stores lie the same distance from a line (column and row strides multiples of 64 bytes) */
 #define PG_LANES_ROW(NAME, KIND)                                                            \
-PG_LANES_ROW_ST(NAME##_o, KIND, 0, 0)                                                       \
-PG_LANES_ROW_ST(NAME##_s, KIND, 1, 0)                                                       \
-PG_LANES_ROW_ST(NAME##_oc, KIND, 0, 1)                                                      \
-PG_LANES_ROW_ST(NAME##_sc, KIND, 1, 1)                                                      \
+PG_LANES_ROW_ST(NAME##_o, KIND, 0, 0, 0)                                                    \
+PG_LANES_ROW_ST(NAME##_s, KIND, 1, 0, 0)                                                    \
+PG_LANES_ROW_ST(NAME##_oc, KIND, 0, 1, 0)                                                   \
+PG_LANES_ROW_ST(NAME##_sc, KIND, 1, 1, 0)                                                   \
+PG_LANES_ROW_ST(NAME##_sl, KIND, 1, 0, (KIND) != 0)                                         \
+PG_LANES_ROW_ST(NAME##_scl, KIND, 1, 1, (KIND) != 0)                                        \
 static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void *const *g, \
                  ptrdiff_t gs, const float *k, const float *ww, ptrdiff_t nr,               \
                  const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,   \
                  int stream, const int64_t *crun)                                           \
 {                                                                                           \
+    const int line = (KIND) != 0 && stream && L >= 32 && (ds * 2) % 64 == 0                \
+                     && (nd == 1 || (rs * 2) % 64 == 0);                                    \
     if (crun) {                                                                             \
-        if (stream) NAME##_sc(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, crun);   \
+        if (line) NAME##_scl(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, crun);    \
+        else if (stream) NAME##_sc(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, crun);\
         else NAME##_oc(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, crun);          \
     } else {                                                                                \
-        if (stream) NAME##_s(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, NULL);    \
+        if (line) NAME##_sl(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, NULL);     \
+        else if (stream) NAME##_s(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, NULL);\
         else NAME##_o(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, NULL);           \
     }                                                                                       \
 }

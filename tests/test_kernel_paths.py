@@ -203,6 +203,56 @@ def test_streamed_regions_store_zeros_where_no_window_covers(dtype, request):
     _same_bits_after(request, "stream_regions", runs)
 
 
+def _channels_last_at(shape, dtype, slots, offset):
+    """A channels-last (N, C, H, W) view whose pixels are `slots` elements apart, the first
+    `offset` bytes after a 64-byte line, filled with 7s, and the buffer it lies in."""
+    n, c, h, w = shape
+    nbytes = n * h * w * slots * np.dtype(dtype).itemsize
+    raw = np.full(nbytes + 192, 7, np.uint8)
+    start = (-raw.ctypes.data) % 64 + 64 + offset
+    full = raw[start:start + nbytes].view(dtype).reshape(n, h, w, slots)
+    return full[..., :c].transpose(0, 3, 1, 2), full, raw, start, nbytes
+
+
+@pytest.mark.parametrize("dtype", [np.float16, BFLOAT16], ids=["float16", "bfloat16"])
+def test_streamed_lane_rows_in_whole_lines_give_the_same_bits(dtype, request):
+    """16-bit channels-last rows whose pixels and rows lie a multiple of 64 bytes apart are
+    streamed a line at a time (pg_lanes_row_body's `line`): the lanes before the first line
+    boundary (0, 8, 16 or 24), whole lines, then the lanes after them.  Results placed 0,
+    16, 32 and 48 bytes off a line, with C = 32 ... 96 of 32 ... 128 channel slots: the same
+    bits as ordinary stores, the reference's values, and nothing written outside them."""
+    calls = [(2, 2, 0), (3, 2, 1), (3, 1, 1)]   # k2 s2: pairs of rows and columns
+    lanes = set()
+
+    def runs():
+        outs = []
+        for c, slots in [(32, 32), (64, 64), (96, 96), (40, 64), (72, 128)]:
+            x_shape = (2, c, 6, 10)
+            for k, s, p in calls:
+                go = make_array(pg.avg_pool2d(np.zeros(x_shape, np.float32), k, s, p).shape,
+                                dtype, np.random.default_rng(c * 10 + k), "channels_last")
+                want = ref_avg_pool2d_backward(go, x_shape, (k, k), (s, s), (p, p), False,
+                                               True, 0)
+                rtol, atol = tolerance(dtype)
+                for offset in (0, 16, 32, 48):
+                    out, full, raw, start, nbytes = _channels_last_at(x_shape, dtype, slots,
+                                                                      offset)
+                    op = pg.AvgPool2dBackward(go, x_shape, k, s, p, False, True, 0, 0, out)
+                    op.execute()
+                    lanes.add((c, k, s, op._kernel.c_item == "lanes"))
+                    np.testing.assert_allclose(out.astype(np.float64), want, rtol=rtol,
+                                               atol=atol)
+                    assert np.all(raw[:start] == 7) and np.all(raw[start + nbytes:] == 7)
+                    assert np.all(full[..., c:].view(np.uint8) == 7)
+                    outs.append(_bits(out))
+        return outs
+
+    _same_bits_after(request, "stream_everything", runs)
+    # stride 2 forms these rows as lanes (stride 1 merges W and C, or sums E rows)
+    assert {(c, k) for c, k, s, used in lanes if used} >= {(c, k) for c in (40, 64, 72, 96)
+                                                             for k in (2, 3)}
+
+
 def test_stream_threshold_is_the_planned_threads_share_of_the_cache(monkeypatch):
     mib = 1 << 20
     for llc, cpus, cap, want in [
