@@ -32,6 +32,14 @@ SCRATCH_ELEMS = 1 << 17
 # of 56 rows, 28.3 ms; k3 s1 p1, 16 of 14, 10.0 against 9.6 ms, stays)
 SCRATCH_REEXPAND = 1.25
 SCRATCH_GROW = 4
+# ... and twice that again, up to SCRATCH_GROW_MAX times, where the blocks still expand more
+# than SCRATCH_REEXPAND times: rows of 112 x 256 lanes under k7 s1 p3 (13 E rows for 7
+# grad_input rows at 4x, 20 for 14 at 8x) took 0.80-0.83x the time at 8x, float32 and
+# float16, 1 and 2 threads (2-vCPU EPYC; channels-last / NCHW, 1 thread: float32 1.36 ->
+# 1.11, 16-bit 1.57-1.60 -> 1.32-1.35); the other wide channels-last calls tried stop at
+# 4x (k3 s1 p1 C = 256 at 56, k7 s1 p3 C = 64 and k11 s1 p5 at 112, k5 s1 p2 C = 128 at
+# 56), where 8x gave the same times with twice the workspace
+SCRATCH_GROW_MAX = 8
 # a parallel call wants at least 4 work items per core (and MIN_ITEMS) to balance threads,
 # but blocks are not split below MIN_ITEM_VALUES values (a smaller call runs on one thread:
 # C_GRAIN_BYTES).  More items cost more where blocks split a plane's rows: a channels-last
@@ -748,8 +756,10 @@ def gather_blocks(dcov, hcov, D, H, row_len, planes, n_cpu, folded=False):
         return bd, bh
 
     bd, bh = fit(SCRATCH_ELEMS)
-    if rows(bd, bh) > SCRATCH_REEXPAND * bd * bh:
-        bd, bh = fit(SCRATCH_GROW * SCRATCH_ELEMS)
+    grow = SCRATCH_GROW
+    while rows(bd, bh) > SCRATCH_REEXPAND * bd * bh and grow <= SCRATCH_GROW_MAX:
+        bd, bh = fit(grow * SCRATCH_ELEMS)
+        grow *= 2
     want = max(MIN_ITEMS, 4 * n_cpu)
 
     def split(bd, bh):   # too few items, and blocks worth splitting

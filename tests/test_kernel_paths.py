@@ -464,6 +464,7 @@ def test_gather_blocks_grow_their_budget_rather_than_expand_rows_again(monkeypat
 
     def run(k, p, grow):
         monkeypatch.setattr(_plan, "SCRATCH_GROW", grow)
+        monkeypatch.setattr(_plan, "SCRATCH_GROW_MAX", grow)   # one step, no doubling
         _plan.gather_geometry.cache_clear()
         go, want = _channels_last_avg(np.float32, np.random.default_rng(33), x_shape, k, 1, p,
                                       False, True, 0)
@@ -477,6 +478,35 @@ def test_gather_blocks_grow_their_budget_rather_than_expand_rows_again(monkeypat
     assert (n_small, n_grown) == (8, 1)
     assert np.array_equal(small, grown)
     assert run(3, 1, 4)[0] == run(3, 1, 1)[0] == 4    # 10-row blocks expanding 12: kept
+
+
+def test_gather_blocks_grow_again_where_the_first_step_still_reexpands(monkeypatch):
+    """Where blocks at SCRATCH_GROW times the budget still expand each grad_output row more
+    than SCRATCH_REEXPAND times (k11 s1 p5 at a quarter of the budget above: 5-row blocks
+    expanding 15), the budget doubles, up to SCRATCH_GROW_MAX times (20-row blocks expanding
+    30); the same bits, and a block that re-expands little stops at the first step."""
+    x_shape = (1, 16, 40, 30)
+    monkeypatch.setattr(_plan, "SCRATCH_ELEMS", 4 * 30 * 16)    # 4 rows of 30 x 16 lanes
+    monkeypatch.setattr(_plan, "MIN_ITEM_VALUES", 1 << 62)      # no split for threads
+    monkeypatch.setattr(_plan, "SCRATCH_GROW", 4)
+    go, want = _channels_last_avg(np.float32, np.random.default_rng(34), x_shape, 11, 1, 5,
+                                  False, True, 0)
+
+    def run(grow_max, k=11, p=5):
+        monkeypatch.setattr(_plan, "SCRATCH_GROW_MAX", grow_max)
+        _plan.gather_geometry.cache_clear()
+        g, w = (go, want) if k == 11 else _channels_last_avg(
+            np.float32, np.random.default_rng(35), x_shape, k, 1, p, False, True, 0)
+        out = empty_out(x_shape, np.float32, "channels_last")
+        op = pg.AvgPool2dBackward(g, x_shape, k, 1, p, False, True, 0, 0, out)
+        op.execute(n_threads=2)
+        np.testing.assert_allclose(out, w, *tolerance(np.float32))
+        return op._kernel.n_items, op.workspace_size, _bits(out)
+
+    (n4, ws4, once), (n8, ws8, twice) = run(4), run(8)
+    assert (n4, n8) == (8, 2) and ws8 > ws4
+    assert np.array_equal(once, twice)
+    assert run(8, 3, 1)[:2] == run(4, 3, 1)[:2]   # 10-row blocks expanding 12 at 4x: kept
 
 
 def test_max_pool_blocks_hold_whole_windows(monkeypatch):
