@@ -532,8 +532,8 @@ static inline __m256 pg_lanes_sum8(const void *const *g, ptrdiff_t l, const __m2
  * store target (equal rows or columns), each column's lanes up to the first line boundary
  * go first, then 32 at a time, so that each target receives whole lines in two 32-byte
  * stores: with 32 bytes to each of four targets in turn, k2 s2 float16 and bfloat16 rows
- * 16 bytes off a line (numpy's large arrays are) at C = 256 and 512 took 1.7-2.2x the
- * time on 1 thread, 1.1-1.3x on 2 (2-vCPU EPYC, Zen 4).  One target is written in address
+ * 16 bytes off a line (numpy's large arrays are) at C = 256 and 512 took 1.5-2.2x the
+ * time on 1 thread, 1.0-1.3x on 2 (2-vCPU EPYC, Zen 4).  One target is written in address
  * order either way (k3 s2 p1: 1.0-1.3x the time in whole lines, at C = 64-128).  The lanes
  * are independent, so how they are grouped changes no bits.
  */
