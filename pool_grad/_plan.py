@@ -168,6 +168,17 @@ STREAM_BYTES = max(8 << 20, LLC_BYTES)
 STREAM_ROW_BYTES = 4096
 
 
+# grad_output of at least this many bytes (it does not stay in the L2): the one-term gather
+# items prefetch the next item's rows while they write (pg_cpu.h's pg_pf).  The tests set
+# it to 0 to prefetch in every call.
+PREFETCH_BYTES = 1 << 20
+
+
+def prefetching(go6):
+    """Whether the gather items should prefetch grad_output (a 6-D view) ahead."""
+    return go6.nbytes >= PREFETCH_BYTES
+
+
 def stream_bytes(threads):
     """Outputs larger than this are streamed by a call planned for ``threads`` threads:
     their share of the last-level cache, at least 8 MiB, at most STREAM_BYTES."""

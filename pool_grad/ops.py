@@ -126,7 +126,8 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
                                         gi6, nt, _plan.FOLDED_REGION_ROW_BYTES
                                         if folded and not disjoint else None),
                                     _plan.streaming_region(gi6, nt, 0),
-                                    tstore and _plan.plane_regs(w, gi6.itemsize, taps))
+                                    tstore and _plan.plane_regs(w, gi6.itemsize, taps),
+                                    _plan.prefetching(go6))
 
 
 class AvgPool2dBackward(Operator):

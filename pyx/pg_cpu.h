@@ -11,6 +11,8 @@
 #ifndef PG_CPU_H
 #define PG_CPU_H
 
+#include <stddef.h>
+
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__)) \
     && !defined(PG_NO_DISPATCH)
 #include <immintrin.h>
@@ -39,6 +41,33 @@ static inline int pg_have_avx2(void) { return pg_simd_allowed && pg_cpu_avx2(); 
 static int pg_simd_allowed = 1;
 static inline int pg_have_avx2(void) { return 0; }
 #endif
+
+/*
+ * A prefetch cursor: the next work item's grad_output bytes [p, p + n), prefetched `per`
+ * lines for each grad_input row the current item writes (pg_pf_step), the rest at its end
+ * (pg_pf_rest).  A burst of all the lines at the item's start was not faster than none.
+ */
+typedef struct {
+    const char *p;
+    ptrdiff_t n, per;
+} pg_pf;
+
+static inline void pg_pf_step(pg_pf *pf, ptrdiff_t rows)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    for (ptrdiff_t k = rows * pf->per; k > 0 && pf->n > 0; k--, pf->p += 64, pf->n -= 64)
+        __builtin_prefetch(pf->p, 0, 3);
+#else
+    (void)pf;
+    (void)rows;
+#endif
+}
+
+static inline void pg_pf_rest(pg_pf *pf)
+{
+    pf->per = 1;
+    pg_pf_step(pf, (pf->n + 63) / 64);
+}
 
 /* the most taps per input column of a W tap table (_plan.MAX_TAPS) */
 #define PG_MAX_TAPS 16

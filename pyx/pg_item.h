@@ -892,7 +892,8 @@ static inline __m128i pg_twice_hi(__m128i v, ptrdiff_t es)
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_, void *xbase_,
                                 ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                                float *PG_RESTRICT grow, void *PG_RESTRICT R_, int kind)
+                                float *PG_RESTRICT grow, void *PG_RESTRICT R_, int kind,
+                                pg_pf *pf)
 {
     const ptrdiff_t W = g->W, Wo = g->Wo, rl = Wo + 2;
     const ptrdiff_t es = kind ? 2 : 4;
@@ -941,6 +942,7 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
             const ptrdiff_t c = pg_item_hrun(g, ih, h1);
             char *const dst = xbase + (idd * g->xs2 + ih * g->xs3) * es;
             ih += c;
+            pg_pf_step(pf, c);
             if (q <= p || !dcov) {
                 for (ptrdiff_t t = 0; t < c; t++)
                     memset(dst + t * step, 0, (size_t)(W * es));   /* +0.0 in every format */
@@ -1064,17 +1066,19 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
             if (c > t0) pg_copy_row_avx2(dst + t0 * step, step, c - t0, dst, W * es);
         }
     }
+    pg_pf_rest(pf);
 }
 
 /* one copy of the item per format, each with its element size a constant */
 __attribute__((target("avx2,f16c")))
 static void pg_item_single_avx2(const pg_item_f32 *g, const void *gbase, void *xbase,
                                 ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                                float *PG_RESTRICT grow, void *PG_RESTRICT R, int kind)
+                                float *PG_RESTRICT grow, void *PG_RESTRICT R, int kind,
+                                pg_pf *pf)
 {
-    if (kind == 0) pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, grow, R, 0);
-    else if (kind == 1) pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, grow, R, 1);
-    else pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, grow, R, 2);
+    if (kind == 0) pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, grow, R, 0, pf);
+    else if (kind == 1) pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, grow, R, 1, pf);
+    else pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, grow, R, 2, pf);
 }
 
 /*
@@ -1179,7 +1183,7 @@ __attribute__((target("avx2,f16c")))
 static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16_t *xbase,
                              ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
                              float *PG_RESTRICT grow, float *PG_RESTRICT E, const float **rows,
-                             float *tmp, int bf16)
+                             float *tmp, int bf16, pg_pf *pf)
 {
     const ptrdiff_t W = g->W, Wo = g->Wo;
     const ptrdiff_t od0 = g->dlo[d0], od1 = g->dhi[d1 - 1];
@@ -1188,7 +1192,7 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
     grow[Wo] = 0.0f;
     grow[Wo + 1] = -0.0f;
     if (g->single) {
-        pg_item_single_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, bf16 ? 1 : 2);
+        pg_item_single_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, bf16 ? 1 : 2, pf);
         return;
     }
     if (g->spread) {   /* tmp: the rounded row (W floats' room, nwp + 8 values used) */
@@ -1287,26 +1291,27 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
 static inline int pg_item_h16_run(const pg_item_f32 *g, const uint16_t *gbase, uint16_t *xbase,
                                   ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
                                   float *grow, float *E, const float **rows, float *tmp,
-                                  int bf16)
+                                  int bf16, pg_pf *pf)
 {
     if (!pg_have_h16(bf16))
         return 0;
 #if PG_X86_DISPATCH
-    pg_item_h16_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp, bf16);
+    pg_item_h16_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp, bf16, pf);
 #else
     (void)g; (void)gbase; (void)xbase; (void)d0; (void)d1; (void)h0; (void)h1;
-    (void)grow; (void)E; (void)rows; (void)tmp;
+    (void)grow; (void)E; (void)rows; (void)tmp; (void)pf;
 #endif
     return 1;
 }
 
 static inline void pg_item_f32_run(const pg_item_f32 *g, const float *gbase, float *xbase,
                                    ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                                   float *grow, float *E, const float **rows, float *tmp)
+                                   float *grow, float *E, const float **rows, float *tmp,
+                                   pg_pf *pf)
 {
 #if PG_X86_DISPATCH
     if (g->single && pg_have_h16(0)) {
-        pg_item_single_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, 0);
+        pg_item_single_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, 0, pf);
         return;
     }
     if (pg_have_avx2()) {

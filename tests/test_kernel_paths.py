@@ -1522,6 +1522,59 @@ def test_k2s2_pairs_streamed_give_the_same_bits(dtype, monkeypatch):
         assert np.array_equal(a, b)
 
 
+@pytest.fixture
+def prefetch_everything(monkeypatch):
+    """The one-term gather items prefetch the next item's grad_output rows in every call,
+    whatever grad_output's size (_plan.PREFETCH_BYTES)."""
+    monkeypatch.setattr(_plan, "PREFETCH_BYTES", 0)
+    monkeypatch.setattr(functions, "_cache", {})
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_prefetching_items_give_the_same_bits(dtype, request):
+    """Prefetching grad_output ahead (pg_pf, one-term items) changes nothing: the same
+    bits, the reference's values and nothing written around the result, on 1 and 2
+    threads; k2s2 with planes folded into one item and not, rows of 16-byte multiples
+    (streamed pairs where big) and not, 3-D adaptive windows of one term with D planes
+    copied; grad_output contiguous, every other row, and reversed (the items find no
+    compact span there and prefetch nothing)."""
+    used = set()
+
+    def runs():
+        outs = []
+        rng = np.random.default_rng(41)
+        for x_shape, o in [((3, 5, 8, 16), None), ((2, 3, 12, 10), None),
+                           ((1, 4, 6, 56), None), ((2, 3, 8, 12, 16), (4, 3, 8)),
+                           ((1, 2, 6, 9, 8), (3, 3, 4))]:
+            y_shape = (x_shape[:2] + o if o else
+                       pg.avg_pool2d(np.zeros(x_shape, np.float32), 2, 2, 0).shape)
+            full = make_array(y_shape[:-2] + (2 * y_shape[-2], y_shape[-1]), dtype, rng)
+            for layout, go in [("c", np.ascontiguousarray(full[..., ::2, :])),
+                               ("sliced", full[..., ::2, :]), ("negative", full[..., ::-2, :])]:
+                with np.errstate(invalid="ignore"):
+                    want = (ref_adaptive_avg_pool3d_backward(go, x_shape) if o else
+                            ref_avg_pool2d_backward(go, x_shape, (2, 2), (2, 2), (0, 0),
+                                                    False, True, 0))
+                n = int(np.prod(x_shape))
+                store = np.full(n + 64, 7, dtype)
+                for nt in (1, 2):
+                    out = store[16:16 + n].reshape(x_shape)
+                    op = (pg.AdaptiveAvgPool3dBackward(go, x_shape, out) if o else
+                          pg.AvgPool2dBackward(go, x_shape, 2, 2, 0, False, True, 0, 0, out))
+                    used.add((layout, op._kernel.prefetch))
+                    store[:] = 7
+                    op.execute(n_threads=nt)
+                    np.testing.assert_allclose(out.astype(np.float64), want,
+                                               *tolerance(dtype))
+                    assert np.all(store[:16] == 7) and np.all(store[16 + n:] == 7)
+                    outs.append(_bits(out))
+        return outs
+
+    _same_bits_after(request, "prefetch_everything", runs)
+    if dtype != np.float64:   # float64 has no one-term C item
+        assert ("c", True) in used and ("sliced", True) in used
+
+
 def test_runs_of_equal_windows():
     assert _kernels._max_run([0, 0, 1, 1, 1], [1, 1, 2, 2, 2]) == 3
     assert _kernels._max_run([0, 1, 2], [1, 2, 3]) == 1
