@@ -42,6 +42,7 @@ cdef extern from "pg_cpu.h" nogil:
     ctypedef struct pg_pf:
         const char* p
         Py_ssize_t n, per
+    void pg_pf_step(pg_pf* pf, Py_ssize_t rows)
 
 cdef extern from "pg_stream.h" nogil:
     void pg_mul_f32(float* dst, const float* a, const float* b, Py_ssize_t n)
@@ -438,6 +439,10 @@ cdef enum:
     # calls moving fewer bytes than this keep the GIL: releasing and taking it back costs
     # more than such a kernel runs (a few microseconds)
     C_NOGIL_BYTES = 1 << 16
+    # the most grad_output bytes an item prefetches for the next (_next_item_rows): more
+    # would be evicted before their item reads them (float64 k3s1p1 NCHW 32 x 64 x 56 x
+    # 56, 800 KB an item, took 1.02-1.07x the time prefetching)
+    C_PREFETCH_MAX = 1 << 18
     # the workspace start is rounded up to this many bytes, which workspace sizes include
     C_ALIGN = 64
 
@@ -931,7 +936,8 @@ cdef inline pg_pf _next_item_rows(const store_t* go, const Gather* g,
             return pf
     span += (od1 - od0 - 1) * g.gs[2] + (oh1 - oh0 - 1) * g.gs[3]
     span += (g.Wo - 1) * g.gs[4] + (g.L - 1) * g.gs[5]
-    if span > 2 * (od1 - od0) * (oh1 - oh0) * g.Wo * g.L + 64:
+    if (span > 2 * (od1 - od0) * (oh1 - oh0) * g.Wo * g.L + 64
+            or span * <Py_ssize_t>sizeof(store_t) > C_PREFETCH_MAX):
         return pf
     pf.p = <const char*>(go + b.n * g.gs[0] + b.c * g.gs[1] + od0 * g.gs[2] + oh0 * g.gs[3])
     pf.n = span * sizeof(store_t)
@@ -1325,6 +1331,7 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
         a = g.dlo[idd]
         b = g.dhi[idd]
         for ih in range(h0, h1):
+            pg_pf_step(&pf, 1)
             p = g.hlo[ih]
             q = g.hhi[ih]
             nr = 0
@@ -1577,7 +1584,10 @@ cdef class AvgGatherKernel(PlannedKernel):
                 self.p_gi = <char*>&self.gi_h[0, 0, 0, 0, 0, 0]
             self.wd_f, self.wh_f, self.ww_f = wd, wh, ww
         g.item_f32 = NULL
-        g.prefetch = 0
+        # float64 rows of one lane prefetch too (in _gather_item's row loop): NCHW k3s2p1
+        # 16 x 64 x 112 x 112 took 0.80x the time on 1 thread, 0.85-0.95x on 2; its
+        # channels-last twin lost 1.0-1.05x (2-vCPU EPYC)
+        g.prefetch = prefetch and kind == K_F64 and g.L == 1
         self.c_item = ""
         # rows long enough to stream one by one (merged channels-last rows: C = 12 at 112
         # columns, C = 20 to 63 at stride 1) go through the item too: float32 streams them
