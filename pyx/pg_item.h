@@ -59,6 +59,9 @@ typedef struct {
     int pair_nt;  /* dup2 or spread rows: pairs of rows stored with streaming stores (W
                    * and the row step 16-byte multiples, an output larger than the
                    * last-level cache) */
+    int staged;   /* single, rows of up to 1 KB in an output larger than the last-level
+                   * cache, no pairs streamed (pair_nt 0): the rows formed in the stage
+                   * (stage, stage_cap) and streamed a line at a time */
     const int64_t *wrun;   /* m = 1: where each run of equal taps starts, then W; or NULL */
     ptrdiff_t nrun;
     const int64_t *hrun;   /* for each H index, how many rows from it on (to H) have the
@@ -928,6 +931,17 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
         first = (const char **)(R + ((nE * rl * es + 7) & ~(ptrdiff_t)7));
         for (ptrdiff_t e = 0; e < nE; e++) first[e] = NULL;
     }
+    /* g->staged: the item's rows, one run of memory, formed in the stage and streamed a
+     * line at a time (runs of rows longer than the stage go straight out, and end it) */
+#if PG_HAVE_STREAM
+    pg_stage st;
+    int staging = g->staged && g->xs3 == W && (d1 - d0 == 1 || g->xs2 == (h1 - h0) * W);
+    if (staging)
+        pg_stage_begin(&st, xbase + (d0 * g->xs2 + h0 * g->xs3) * es, (float *)R_ + g->stage,
+                       g->stage_cap);
+#else
+    const int staging = 0;
+#endif
     for (ptrdiff_t idd = d0, lead = d0; idd < d1; idd++) {
         if (pg_item_same_d(g, d0, idd)) {
             pg_item_copy_d(g, xbase, idd, lead, h0, h1, es);
@@ -940,7 +954,14 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
             /* a run of c rows under the same H window: one row formed, the others copies */
             const ptrdiff_t p = g->hlo[ih], q = g->hhi[ih];
             const ptrdiff_t c = pg_item_hrun(g, ih, h1);
-            char *const dst = xbase + (idd * g->xs2 + ih * g->xs3) * es;
+            char *dst = xbase + (idd * g->xs2 + ih * g->xs3) * es;
+#if PG_HAVE_STREAM
+            if (staging && c * step + 64 > g->stage_cap) {
+                pg_stage_end(&st, 1);
+                staging = 0;
+            }
+            if (staging) dst = (char *)pg_stage_next(&st, c * step, 1);
+#endif
             ih += c;
             pg_pf_step(pf, c);
             if (q <= p || !dcov) {
@@ -1066,6 +1087,9 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
             if (c > t0) pg_copy_row_avx2(dst + t0 * step, step, c - t0, dst, W * es);
         }
     }
+#if PG_HAVE_STREAM
+    if (staging) pg_stage_end(&st, 1);
+#endif
     pg_pf_rest(pf);
 }
 

@@ -1465,33 +1465,40 @@ def test_k2s2_pairs_streamed_give_the_same_bits(dtype, monkeypatch):
     the plan unchanged); 3-D adaptive 2:1 along H and W too, streamed only where no D
     window covers two planes (those planes are copied from the first); and channels-last
     C < 16 merged into W (SPREAD_PAIRS), whose pairs are spread from one R row
-    (_plan.spread) to both rows at once."""
+    (_plan.spread) to both rows at once.  Rows of up to 1 KB whose pairs do not stream go
+    through the stage instead, whole lines streamed ("single, staged")."""
     monkeypatch.setattr(_plan, "FLAT_PLANE_W", {})   # the planes' own rows, not one row
     monkeypatch.setattr(_plan, "REGION_ROW_BYTES", 1 << 30)   # float32: not the region
     rng = np.random.default_rng(27)
     calls = []
-    for x_shape in DUP2_AVG:
+
+    def big_item(row_bytes):
+        return ("single, streamed pairs" if row_bytes % 16 == 0 else
+                "single, staged" if row_bytes <= 1024 else "single")
+
+    for x_shape in DUP2_AVG + [(2, 3, 6, 14), (1, 2, 4, 602)]:
         go, want = _channels_last_avg(dtype, rng, x_shape, 2, 2, 0, False, True, 0)
         go = np.ascontiguousarray(go)
-        streamed = (x_shape[3] * dtype.itemsize) % 16 == 0
-        calls.append((go, x_shape, want, streamed, False, lambda go, x, out:
+        calls.append((go, x_shape, want, big_item(x_shape[3] * dtype.itemsize), False,
+                      lambda go, x, out:
                       pg.AvgPool2dBackward(go, x, 2, 2, 0, False, True, 0, 0, out)))
     for x_shape in SPREAD_PAIRS:
         go, want = _channels_last_avg(dtype, rng, x_shape, 2, 2, 0, False, True, 0)
-        streamed = (x_shape[1] * x_shape[3] * dtype.itemsize) % 16 == 0
-        calls.append((go, x_shape, want, streamed, True, lambda go, x, out:
+        calls.append((go, x_shape, want,
+                      big_item(x_shape[1] * x_shape[3] * dtype.itemsize), True,
+                      lambda go, x, out:
                       pg.AvgPool2dBackward(go, x, 2, 2, 0, False, True, 0, 0, out)))
-    for x_shape, o, streamed in [((1, 2, 3, 6, 16), (3, 3, 8), True),
-                                 ((2, 2, 4, 6, 16), (2, 3, 8), False)]:
+    for x_shape, o, item in [((1, 2, 3, 6, 16), (3, 3, 8), "single, streamed pairs"),
+                             ((2, 2, 4, 6, 16), (2, 3, 8), "single")]:
         go = np.ascontiguousarray(_special(x_shape[:2] + o, dtype, rng))
         with np.errstate(invalid="ignore"):
             want = ref_adaptive_avg_pool3d_backward(go, x_shape)
-        calls.append((go, x_shape, want, streamed, False,
+        calls.append((go, x_shape, want, item, False,
                       lambda go, x, out: pg.AdaptiveAvgPool3dBackward(go, x, out)))
 
     def runs(big):
         outs = []
-        for go, x_shape, want, streamed, last, make in calls:
+        for go, x_shape, want, item, last, make in calls:
             n = int(np.prod(x_shape))
             store = np.full(n + 64, 7, dtype)
             skip = (-store.ctypes.data % 64) // dtype.itemsize
@@ -1501,8 +1508,8 @@ def test_k2s2_pairs_streamed_give_the_same_bits(dtype, monkeypatch):
                     n_, c_, h_, w_ = x_shape
                     out = out.reshape(n_, h_, w_, c_).transpose(0, 3, 1, 2)
                 op = make(go, x_shape, out)
-                assert op._kernel.c_item == ("single, streamed pairs" if big and streamed
-                                             else "single"), x_shape
+                assert op._kernel.c_item == (item if big else "single"), x_shape
+                used.add(op._kernel.c_item)
                 store[:] = 7
                 op.execute(n_threads=nt)
                 with np.errstate(invalid="ignore"):
@@ -1512,6 +1519,7 @@ def test_k2s2_pairs_streamed_give_the_same_bits(dtype, monkeypatch):
                 outs.append(_bits(out))
         return outs
 
+    used = set()
     plain = runs(False)
     monkeypatch.setattr(_plan, "STREAM_BYTES", -1)
     monkeypatch.setattr(functions, "_cache", {})
@@ -1520,6 +1528,41 @@ def test_k2s2_pairs_streamed_give_the_same_bits(dtype, monkeypatch):
     _plan.gather_geometry.cache_clear()
     for a, b in zip(plain, streamed, strict=True):
         assert np.array_equal(a, b)
+    assert used == {"single", "single, streamed pairs", "single, staged"}
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16), BFLOAT16],
+                         ids=["f32", "f16", "bf16"])
+def test_staged_flat_planes_give_the_same_bits(dtype, request):
+    """Small k2s2 planes run as one row each (_plan.FLAT_PLANE_W) in an output taken as
+    larger than the cache go through the stage, whole lines streamed ("single, staged"):
+    the bits of ordinary stores, the reference's values and nothing written around the
+    result, on 1 and 2 threads, the result placed 0 to 3 elements past a line."""
+    items = set()
+
+    def runs():
+        outs = []
+        rng = np.random.default_rng(43)
+        for x_shape in [(2, 40, 6, 6), (3, 9, 8, 14), (1, 70, 10, 10)]:
+            go, want = _channels_last_avg(dtype, rng, x_shape, 2, 2, 0, False, True, 0)
+            go = np.ascontiguousarray(go)
+            n = int(np.prod(x_shape))
+            store = np.full(n + 128, 7, dtype)
+            skip = (-store.ctypes.data % 64) // dtype.itemsize
+            for start, nt in ((skip, 1), (skip + 1, 2), (skip + 3, 2)):
+                out = store[start:start + n].reshape(x_shape)
+                store[:] = 7
+                op = pg.AvgPool2dBackward(go, x_shape, 2, 2, 0, False, True, 0, 0, out)
+                items.add(op._kernel.c_item)
+                op.execute(n_threads=nt)
+                np.testing.assert_allclose(out.astype(np.float64), want, *tolerance(dtype))
+                assert np.all(store[:start] == 7) and np.all(store[start + n:] == 7)
+                outs.append(_bits(out))
+        return outs
+
+    _same_bits_after(request, "stream_everything", runs)
+    assert "single, staged" in items
 
 
 @pytest.fixture
