@@ -121,6 +121,7 @@ cdef extern from "pg_item.h" nogil:
         const float* wh
         const float* ww
         int region
+        int fused
         Py_ssize_t stage, stage_cap
         int single
         int dup2
@@ -1676,6 +1677,18 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.it.gblk = rows * g.W + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
                                          if self.it.region or self.it.staged else 0)
             self.it.gblk_rows = g.P == 2 and g.Wo <= GROW_BLOCK_WO
+            # regions whose E values are formed in registers, not stored (pg_item.h's
+            # pg_item_fused_avx2): stride 2 along W with phases of at most three terms in
+            # all, no edge columns, rows of whole vectors, at most two covering windows
+            # along H and one along D.  k3s2p1 32x64x112x112 took 0.81-0.87x the time on
+            # 1 thread, 0.83-0.90x on 2; more terms to form again lost (2-vCPU EPYC)
+            self.it.fused = (self.it.region and pg_have_avx2() and g.P == 2 and g.gap == 1
+                             and poly[3][0] + poly[3][1] <= 3
+                             and self.it.qx0 == 0 and 2 * self.it.qx1 == g.W
+                             and self.it.qx1 >= 8 and g.Wo >= 8 and g.W % 8 == 0
+                             and g.xs[3] == g.W
+                             and np.all(np.asarray(dhi) - np.asarray(dlo) == 1)
+                             and np.all(np.asarray(hhi) - np.asarray(hlo) <= 2))
             g.item_f32 = &self.it
             # one-term items prefetch the next item's grad_output rows while they write
             # (pg_pf): k2s2 NCHW 32 x 256 x 56 x 56, float32 / float16 / bfloat16, took
@@ -1687,6 +1700,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                            "single, staged" if self.it.staged else
                            "single" if self.it.single else
                            "narrow" if self.it.spread != NULL else
+                           "region, fused" if self.it.fused else
                            "region" if self.it.region else "rows")
         if g.lanes_row:
             self.c_item = "lanes"
@@ -1711,7 +1725,8 @@ cdef class AvgGatherKernel(PlannedKernel):
                                  if g.item_f32 != NULL and (self.it.region or self.it.staged)
                                  else 0)
                               + ((PG_STAGE_MEM(g.stage64) + 7) // 8 if g.stage64 else 0)
-                              + (self.it.epad + (rows if self.it.gblk_rows else 1)
+                              + (self.it.epad + (rows if self.it.gblk_rows or self.it.region
+                                                 else 1)
                                  * (g.Wo + 2 * self.it.epad)
                                  if g.item_f32 != NULL and (g.P == 1 or g.P == 2) else 0))
         # whole pairs of cache lines a thread: the channels-last rows' scratch (a few row

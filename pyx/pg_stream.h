@@ -1364,6 +1364,84 @@ static inline void pg_stage_end(pg_stage *s, int avx)
     pg_stage_flush_base(s, 1);
 }
 
+#if PG_X86_DISPATCH
+/*
+ * A register-fed region writer for float32 regions of whole vectors (at a 4-byte-aligned
+ * address: grad_input is aligned to its dtype, _validate.py): the region's values are
+ * pushed eight at a time, in order, and each 32-byte-aligned vector of the output is
+ * formed in registers from the last two pushed (shifted by the region's misalignment, sh
+ * floats), streamed where its line lies whole in the region, else stored masked to the
+ * region's own floats (the partial lines at the region's ends, as in pg_sw).  One stream
+ * store a vector, where the stage (pg_stage) stores each value twice and loads it once.
+ */
+typedef struct {
+    float *a;              /* next aligned output vector */
+    float *r0, *r1;        /* the region */
+    float *w0, *w1;        /* its whole lines */
+    __m256 prev;           /* the last vector pushed */
+    __m256i perm, hi;      /* lane i takes float (i - sh) & 7; lanes sh.. set */
+    int sh;
+} pg_vs;
+
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_vs_begin(pg_vs *v, float *dst, ptrdiff_t n)
+{
+    const ptrdiff_t sh = (ptrdiff_t)(((uintptr_t)dst & 31u) / 4u);
+    v->sh = (int)sh;
+    v->a = dst - sh;
+    v->r0 = dst;
+    v->r1 = dst + n;
+    v->w0 = (float *)(((uintptr_t)dst + 63u) & ~(uintptr_t)63u);
+    v->w1 = (float *)(((uintptr_t)(dst + n)) & ~(uintptr_t)63u);
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    v->perm = _mm256_and_si256(_mm256_sub_epi32(lane, _mm256_set1_epi32((int)sh)),
+                               _mm256_set1_epi32(7));
+    v->hi = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)sh - 1));
+    v->prev = _mm256_setzero_ps();
+}
+
+/* the output vector at v->a, from lanes of the vector before and the vector now */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_vs_put(pg_vs *v, __m256 s)
+{
+    float *const a = v->a;
+    if (a >= v->w0 && a + 8 <= v->w1) {
+        _mm256_stream_ps(a, s);
+    } else {   /* a partial line: the region's floats only */
+        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i lo = _mm256_set1_epi32((int)(v->r0 - a) - 1);
+        const __m256i hi = _mm256_set1_epi32((int)(v->r1 - a));
+        const __m256i m = _mm256_and_si256(_mm256_cmpgt_epi32(lane, lo),
+                                           _mm256_cmpgt_epi32(hi, lane));
+        _mm256_maskstore_ps(a, m, s);
+    }
+    v->a = a + 8;
+}
+
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_vs_push(pg_vs *v, __m256 x)
+{
+    __m256 s;
+    if (v->sh == 0)
+        s = x;
+    else if (v->sh == 4)
+        s = _mm256_permute2f128_ps(v->prev, x, 0x21);
+    else
+        s = _mm256_blendv_ps(_mm256_permutevar8x32_ps(v->prev, v->perm),
+                             _mm256_permutevar8x32_ps(x, v->perm),
+                             _mm256_castsi256_ps(v->hi));
+    v->prev = x;
+    pg_vs_put(v, s);
+}
+
+/* the last output vector (the region's last sh floats) */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_vs_end(pg_vs *v)
+{
+    if (v->sh) pg_vs_push(v, _mm256_setzero_ps());
+}
+#endif
+
 /* the float64 gather's staged rows (_kernels.pyx's _gather_item): each row the sum of its
  * nr E rows (nr = 0: zeros), formed in the stage (the same sums as pg_combine_f64 into the
  * output), and the stage's last bytes stored at the end */

@@ -630,7 +630,9 @@ def test_staged_region_at_every_offset_from_a_line(x_shape, split, simd, request
             raw.view(np.uint32).fill(guard)
             out = raw[base + off:base + off + size].reshape(x_shape)
             op = pg.AvgPool2dBackward(go, x_shape, 3, s, 1, False, True, 0, 0, out)
-            assert op._kernel.c_item == "region"
+            # (rows of whole vectors at stride 2 form their E values in registers: the
+            # test below)
+            assert op._kernel.c_item in ("region", "region, fused")
             # the workspace at offsets all over a page (where the stage moves so as not
             # to cross one) and from a line: nothing written past its end
             ws_raw.fill(0xA5)
@@ -643,6 +645,63 @@ def test_staged_region_at_every_offset_from_a_line(x_shape, split, simd, request
             right = raw[base + off + size:].view(np.uint32)
             assert np.all(left == guard) and np.all(right == guard), (s, off)
             assert np.all(ws_raw[:at] == 0xA5) and np.all(ws_raw[at + ws.size:] == 0xA5)
+
+
+# rows of 16 to 112 columns (interiors of whole blocks of eight, and 12 = 4 mod 8), planes
+# of 5 to 20 rows, odd and even
+FUSED_SHAPES = [(1, 2, 9, 16), (2, 3, 13, 24), (2, 2, 7, 48), (1, 2, 20, 112)]
+# (kernel, padding, ceil_mode, count_include_pad) at stride 2: phases of one and two
+# terms, or one and one; border divisors; a last window cut off
+FUSED_POOLS = [(3, 1, False, True), (3, 1, True, False), (3, 0, False, True),
+               (3, 0, True, False), (2, 0, True, True)]
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="an AVX2 path")
+@pytest.mark.parametrize("split", [False, True], ids=["planes", "split"])
+@pytest.mark.parametrize("x_shape", FUSED_SHAPES)
+def test_fused_region_at_every_offset_from_a_line(x_shape, split, request, monkeypatch):
+    """The float32 region whose E values are formed in registers and pushed through the
+    register-fed writer (pg_item.h's pg_item_fused_avx2, pg_stream.h's pg_vs): grad_input
+    at every 4-byte offset from a cache line, grad_output contiguous and reversed along H,
+    items of whole
+    planes and of single rows, 1 and 2 threads.  The same bits as ordinary stores, and
+    nothing written outside grad_input."""
+    rng = np.random.default_rng(23)
+    size = int(np.prod(x_shape))
+    runs = []
+    for k, p, ceil, cip in FUSED_POOLS:
+        y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, 2, p, ceil_mode=ceil,
+                          count_include_pad=cip)
+        for go in (make_array(y.shape, np.float32, rng),
+                   make_array(y.shape, np.float32, rng)[..., ::-1, :]):
+            want = _bits(pg.avg_pool2d_backward(go, x_shape, k, 2, p, ceil_mode=ceil,
+                                                count_include_pad=cip))
+            runs.append(((k, 2, p, ceil, cip), go, want))
+    request.getfixturevalue("stream_regions")
+    if split:
+        request.getfixturevalue("split_items")
+    else:
+        monkeypatch.setattr(_plan, "MIN_ITEM_VALUES", 1 << 62)
+    _plan.gather_geometry.cache_clear()
+    guard = 0xA7
+    raw = np.empty(4 * size + 256, np.uint8)
+    base = -raw.ctypes.data % 64
+    fused = 0
+    for args, go, want in runs:
+        for off in range(0, 64, 4):
+            raw.fill(guard)
+            out = raw[base + off:base + off + 4 * size].view(np.float32).reshape(x_shape)
+            op = pg.AvgPool2dBackward(go, x_shape, *args, 0, 0, out)
+            fused += op._kernel.c_item == "region, fused"
+            for nt in (1, 2):
+                out[...] = 7
+                op.execute(n_threads=nt)
+                assert np.array_equal(_bits(out), want), (args, off, nt)
+                assert np.all(raw[:base + off] == guard), (args, off, nt)
+                assert np.all(raw[base + off + out.nbytes:] == guard), (args, off, nt)
+    # (kernel 2 goes as one-term rows; k3s2p0 leaves the last column to no window: an
+    # edge column, through the stage)
+    assert fused == len(runs) * 16 * 3 // 5
 
 
 SIMD_AVG = [  # (x shape, kernel, stride, padding, count_include_pad)
