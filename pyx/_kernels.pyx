@@ -140,6 +140,20 @@ cdef extern from "pg_item.h" nogil:
         int spread32_wide
         const int64_t* tspread
         int tspread_wide
+    ctypedef struct pg_fused64:
+        Py_ssize_t W, Wo, gs2, gs3, xs2, xs3, qx1, q1, epad
+        const int64_t* dlo
+        const int64_t* dhi
+        const int64_t* hlo
+        const int64_t* hhi
+        const int64_t* pc
+        const int64_t* pm
+        const double* wd
+        const double* wh
+        const double* ww
+    int pg_fused_f64_run(const pg_fused64* f, const double* gbase, double* xbase,
+                         Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1,
+                         double* G, pg_pf* pf)
     void pg_item_f32_run(const pg_item_f32* g, const float* gbase, float* xbase,
                          Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1,
                          float* grow, float* E, const float** rows, float* tmp, pg_pf* pf)
@@ -793,6 +807,8 @@ cdef struct Gather:
                             # streamed (pg_stage); 0: rows stored where they go
     int prefetch            # each item prefetches the next one's grad_output rows
     const pg_item_f32* item_f32   # the whole item in C (pg_item.h: float32, 16-bit), or NULL
+    const pg_fused64* fused64     # float64 region items with their E values in registers
+                                  # (pg_item.h's pg_fused_avx2_f64), or NULL
     int lanes_row           # float32 / 16-bit lanes (L >= 8): grad_input rows formed
                             # straight from the grad_output rows (pg_lanes_row), no E rows
     int lanes_copy          # lanes_row, and a row small enough to be formed once in cache
@@ -1217,6 +1233,11 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                 pg_item_f32_run(g.item_f32, gbase, xbase, d0, d1, h0, h1, grow, E, rows, acc,
                                 &pf)
                 return
+    if store_t is double:
+        if acc_t is double:
+            if (g.fused64 != NULL and (d1 - d0 == 1 or g.xs[2] == (h1 - h0) * rl)
+                    and pg_fused_f64_run(g.fused64, gbase, xbase, d0, d1, h0, h1, E, &pf)):
+                return
     if store_t is uint16_t:
         if acc_t is float:
             if g.item_f32 != NULL and pg_item_h16_run(g.item_f32, gbase, xbase, d0, d1, h0, h1,
@@ -1462,6 +1483,7 @@ cdef class AvgGatherKernel(PlannedKernel):
     """
     cdef Gather g
     cdef pg_item_f32 it
+    cdef pg_fused64 f64
     cdef object _keep
     cdef object _crun       # the column runs' table that g.lanes_crun points into
     # which C item runs the call: "", "rows", "region" (rows staged and streamed),
@@ -1573,6 +1595,27 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.p_go = <char*>&self.go_d[0, 0, 0, 0, 0, 0]
             self.p_gi = <char*>&self.gi_d[0, 0, 0, 0, 0, 0]
             self.wd_d, self.wh_d, self.ww_d = wd, wh, ww
+            # the float32 region's register form (pg_item_fused_avx2) for float64 rows of
+            # the region: k3s2p1 16x64x112x112 took FUSED64 (2-vCPU EPYC); its grow block
+            # where the E rows would be
+            g.fused64 = NULL
+            if (g.stage64 and g.P == 2 and g.gap == 1 and pg_have_avx2()
+                    and poly[3][0] + poly[3][1] <= 3 and poly[4] == 0
+                    and 2 * poly[5] == g.W and poly[5] >= 4 and g.W % 4 == 0
+                    and g.gs[4] == 1 and g.xs[4] == 1 and g.xs[3] == g.W
+                    and (g.Wo + 2 * poly[6]) * rows + poly[6] <= rows * g.W
+                    and np.all(np.asarray(dhi) - np.asarray(dlo) == 1)
+                    and np.all(np.asarray(hhi) - np.asarray(hlo) <= 2)):
+                self.f64.W, self.f64.Wo = g.W, g.Wo
+                self.f64.gs2, self.f64.gs3, self.f64.xs2, self.f64.xs3 = (
+                    g.gs[2], g.gs[3], g.xs[2], g.xs[3])
+                self.f64.qx1, self.f64.q1, self.f64.epad = poly[5], g.q1, poly[6]
+                self.f64.dlo, self.f64.dhi, self.f64.hlo, self.f64.hhi = (
+                    g.dlo, g.dhi, g.hlo, g.hhi)
+                self.f64.pc, self.f64.pm = g.pc, g.pm
+                self.f64.wd, self.f64.wh = &self.wd_d[0], &self.wh_d[0]
+                self.f64.ww = &self.ww_d[0] if scale_w else NULL
+                g.fused64 = &self.f64
         else:
             if kind == K_F32:
                 self.go_f = go6
@@ -1590,7 +1633,7 @@ cdef class AvgGatherKernel(PlannedKernel):
         # 16 x 64 x 112 x 112 took 0.80x the time on 1 thread, 0.85-0.95x on 2; its
         # channels-last twin lost 1.0-1.05x (2-vCPU EPYC)
         g.prefetch = prefetch and kind == K_F64 and g.L == 1
-        self.c_item = ""
+        self.c_item = "region, fused" if g.fused64 != NULL else ""
         # rows long enough to stream one by one (merged channels-last rows: C = 12 at 112
         # columns, C = 20 to 63 at stride 1) go through the item too: float32 streams them
         # as the item's region, 0.60-0.69x the time of the row loop here; 16-bit rows

@@ -728,6 +728,133 @@ static void pg_item_fused_avx2(const pg_item_f32 *g, const float *gbase, float *
 #define pg_item_fused(...) ((void)0)
 #endif
 
+/*
+ * The same form for float64 rows (the Cython row loop's region, _kernels.pyx's
+ * _gather_item): stride 2 along W with phases of at most three terms in all, at most two
+ * covering windows along H, one along D, no edge columns (the interior widened over them
+ * with -0.0 slots, _plan.poly_padded: the tap tables' bits), W a multiple of four.  Each
+ * E value k * (its phase terms left to right) as pg_poly2_avx2_f64 forms it, the rows
+ * added left to right as pg_combine_f64 adds them; four values a vector, pushed through
+ * pg_vs as eight float lanes (a double's two halves move together).
+ */
+typedef struct {
+    ptrdiff_t W, Wo, gs2, gs3, xs2, xs3, qx1, q1, epad;
+    const int64_t *dlo, *dhi, *hlo, *hhi, *pc, *pm;
+    const double *wd, *wh, *ww;   /* ww NULL: no W weights */
+} pg_fused64;
+
+#if PG_X86_DISPATCH
+#define PG_PHASE_SUM4D(v, A, M, Q)                                                          \
+    {                                                                                       \
+        v = _mm256_loadu_pd((A) + (Q));                                                     \
+        for (int64_t t_ = 1; t_ < (M); t_++)                                                \
+            v = _mm256_add_pd(v, _mm256_loadu_pd((A) + (Q) + t_));                          \
+    }
+#define PG_FUSED64_BLOCK(lo, hi, NH, MA, MB, Q)                                             \
+    {                                                                                       \
+        __m256d va, vb;                                                                     \
+        PG_PHASE_SUM4D(va, ra0 + pc0, MA, Q)                                                \
+        PG_PHASE_SUM4D(vb, ra0 + pc1, MB, Q)                                                \
+        va = _mm256_mul_pd(vk0, va);                                                        \
+        vb = _mm256_mul_pd(vk0, vb);                                                        \
+        if ((NH) == 2) {                                                                    \
+            __m256d ua, ub;                                                                 \
+            PG_PHASE_SUM4D(ua, ra1 + pc0, MA, Q)                                            \
+            PG_PHASE_SUM4D(ub, ra1 + pc1, MB, Q)                                            \
+            va = _mm256_add_pd(va, _mm256_mul_pd(vk1, ua));                                 \
+            vb = _mm256_add_pd(vb, _mm256_mul_pd(vk1, ub));                                 \
+        }                                                                                   \
+        const __m256d l_ = _mm256_unpacklo_pd(va, vb), h_ = _mm256_unpackhi_pd(va, vb);     \
+        lo = _mm256_castpd_ps(_mm256_permute2f128_pd(l_, h_, 0x20));                        \
+        hi = _mm256_castpd_ps(_mm256_permute2f128_pd(l_, h_, 0x31));                        \
+    }
+#define PG_FUSED64_ROW(NH, MA, MB)                                                          \
+    {                                                                                       \
+        ptrdiff_t q = 0;                                                                    \
+        __m256 lo, hi;                                                                      \
+        for (; q + 4 <= nq; q += 4) {                                                       \
+            PG_FUSED64_BLOCK(lo, hi, NH, MA, MB, q)                                         \
+            pg_vs_push(&vs, lo);                                                            \
+            pg_vs_push(&vs, hi);                                                            \
+        }                                                                                   \
+        if (q < nq) {   /* nq = 2 mod 4: the last four columns, of the block before */      \
+            PG_FUSED64_BLOCK(lo, hi, NH, MA, MB, nq - 4)                                    \
+            pg_vs_push(&vs, hi);                                                            \
+        }                                                                                   \
+    }
+#define PG_FUSED64_ROWS(MA, MB)                                                             \
+    for (ptrdiff_t idd = d0; idd < d1; idd++) {                                             \
+        const ptrdiff_t od = f->dlo[idd];                                                   \
+        const double *const gd = gblk + pd + (od - od0) * noh * gstep;                      \
+        for (ptrdiff_t ih = h0; ih < h1; ih++) {                                            \
+            const ptrdiff_t p = f->hlo[ih], nh = f->hhi[ih] - p;                            \
+            const double *const ra0 = gd + (p - oh0) * gstep, *const ra1 = ra0 + gstep;    \
+            const __m256d vk0 = _mm256_set1_pd(f->wd[od] * f->wh[p]);                       \
+            const __m256d vk1 = nh == 2 ? _mm256_set1_pd(f->wd[od] * f->wh[p + 1]) : vk0;   \
+            pg_pf_step(pf, 1);                                                              \
+            if (nh == 1) {                                                                  \
+                PG_FUSED64_ROW(1, MA, MB)                                                   \
+            } else if (nh == 2) {                                                           \
+                PG_FUSED64_ROW(2, MA, MB)                                                   \
+            } else {   /* no window: zeros */                                               \
+                for (ptrdiff_t j = 0; j < W; j += 4) pg_vs_push(&vs, _mm256_setzero_ps());  \
+            }                                                                               \
+        }                                                                                   \
+    }
+
+PG_TARGET_AVX2
+static void pg_fused_avx2_f64(const pg_fused64 *f, const double *gbase, double *x0,
+                              ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
+                              double *PG_RESTRICT gblk, pg_pf *pf)
+{
+    const ptrdiff_t W = f->W, Wo = f->Wo, nq = f->qx1, pd = f->epad;
+    const ptrdiff_t od0 = f->dlo[d0], od1 = f->dhi[d1 - 1];
+    const ptrdiff_t oh0 = f->hlo[h0], oh1 = f->hhi[h1 - 1];
+    const ptrdiff_t noh = oh1 > oh0 ? oh1 - oh0 : 0, gstep = Wo + 2 * pd;
+    const ptrdiff_t pc0 = f->pc[0], pc1 = f->pc[1];
+    const double *PG_RESTRICT ww = f->ww;
+    const double padr = f->qx1 > f->q1 ? -0.0 : 0.0;
+    /* the grow block: each grad_output row W-weighted, its slots after it (+0.0 where the
+     * interior is not widened past its end, then -0.0) and the next row's before it */
+    for (ptrdiff_t t = 0; t < pd; t++) gblk[t] = -0.0;
+    double *grow = gblk + pd;
+    for (ptrdiff_t od = od0; od < od1; od++) {
+        for (ptrdiff_t oh = oh0; oh < oh1; oh++, grow += gstep) {
+            const double *PG_RESTRICT src = gbase + od * f->gs2 + oh * f->gs3;
+            for (ptrdiff_t j = 0; j < Wo; j++) grow[j] = ww ? src[j] * ww[j] : src[j];
+            grow[Wo] = padr;
+            for (ptrdiff_t t = 1; t < 2 * pd; t++) grow[Wo + t] = -0.0;
+        }
+    }
+    pg_vs vs;
+    pg_vs_begin(&vs, (float *)x0, 2 * (d1 - d0) * (h1 - h0) * W);
+    switch (f->pm[0] * 2 + f->pm[1]) {
+    case 2 * 1 + 2: PG_FUSED64_ROWS(1, 2) break;
+    case 2 * 2 + 1: PG_FUSED64_ROWS(2, 1) break;
+    default: PG_FUSED64_ROWS(1, 1) break;
+    }
+    pg_vs_end(&vs);
+}
+#endif
+
+/* rows d0..d1, h0..h1 of an item through pg_fused_avx2_f64, the grow block at G; 0 where
+ * the CPU has no AVX2 (the row loop then) */
+static inline int pg_fused_f64_run(const pg_fused64 *f, const double *gbase, double *xbase,
+                                   ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
+                                   double *G, pg_pf *pf)
+{
+#if PG_X86_DISPATCH
+    if (pg_have_avx2()) {
+        pg_fused_avx2_f64(f, gbase, xbase + d0 * f->xs2 + h0 * f->xs3, d0, d1, h0, h1, G,
+                          pf);
+        return 1;
+    }
+#endif
+    (void)f; (void)gbase; (void)xbase; (void)d0; (void)d1; (void)h0; (void)h1; (void)G;
+    (void)pf;
+    return 0;
+}
+
 #define PG_DEFINE_ITEM(NAME, ATTR, REGION, AVX)                                             \
 ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,               \
                       ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,               \

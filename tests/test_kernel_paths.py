@@ -659,21 +659,27 @@ FUSED_POOLS = [(3, 1, False, True), (3, 1, True, False), (3, 0, False, True),
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="an AVX2 path")
 @pytest.mark.parametrize("split", [False, True], ids=["planes", "split"])
 @pytest.mark.parametrize("x_shape", FUSED_SHAPES)
-def test_fused_region_at_every_offset_from_a_line(x_shape, split, request, monkeypatch):
-    """The float32 region whose E values are formed in registers and pushed through the
-    register-fed writer (pg_item.h's pg_item_fused_avx2, pg_stream.h's pg_vs): grad_input
-    at every 4-byte offset from a cache line, grad_output contiguous and reversed along H,
-    items of whole
-    planes and of single rows, 1 and 2 threads.  The same bits as ordinary stores, and
-    nothing written outside grad_input."""
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
+def test_fused_region_at_every_offset_from_a_line(dtype, x_shape, split, request,
+                                                  monkeypatch):
+    """The float32 and float64 regions whose E values are formed in registers and pushed
+    through the register-fed writer (pg_item.h's pg_item_fused_avx2 and
+    pg_fused_avx2_f64, pg_stream.h's pg_vs): grad_input at every offset of a whole value
+    from a cache line, grad_output contiguous and reversed along H, items of whole planes
+    and of single rows, 1 and 2 threads.  The same bits as ordinary stores, and nothing
+    written outside grad_input."""
     rng = np.random.default_rng(23)
+    es = np.dtype(dtype).itemsize
     size = int(np.prod(x_shape))
     runs = []
     for k, p, ceil, cip in FUSED_POOLS:
-        y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, 2, p, ceil_mode=ceil,
+        y = pg.avg_pool2d(np.zeros(x_shape, dtype), k, 2, p, ceil_mode=ceil,
                           count_include_pad=cip)
-        for go in (make_array(y.shape, np.float32, rng),
-                   make_array(y.shape, np.float32, rng)[..., ::-1, :]):
+        # -0.0 in the first and last columns: a sum that reaches a slot beyond a row's
+        # end keeps the sign of a zero only where that slot holds -0.0, as the taps' does
+        signed = make_array(y.shape, dtype, rng)
+        signed[..., 0] = signed[..., -1] = -0.0
+        for go in (signed, make_array(y.shape, dtype, rng)[..., ::-1, :]):
             want = _bits(pg.avg_pool2d_backward(go, x_shape, k, 2, p, ceil_mode=ceil,
                                                 count_include_pad=cip))
             runs.append(((k, 2, p, ceil, cip), go, want))
@@ -684,13 +690,13 @@ def test_fused_region_at_every_offset_from_a_line(x_shape, split, request, monke
         monkeypatch.setattr(_plan, "MIN_ITEM_VALUES", 1 << 62)
     _plan.gather_geometry.cache_clear()
     guard = 0xA7
-    raw = np.empty(4 * size + 256, np.uint8)
+    raw = np.empty(es * size + 256, np.uint8)
     base = -raw.ctypes.data % 64
     fused = 0
     for args, go, want in runs:
-        for off in range(0, 64, 4):
+        for off in range(0, 64, es):
             raw.fill(guard)
-            out = raw[base + off:base + off + 4 * size].view(np.float32).reshape(x_shape)
+            out = raw[base + off:base + off + es * size].view(dtype).reshape(x_shape)
             op = pg.AvgPool2dBackward(go, x_shape, *args, 0, 0, out)
             fused += op._kernel.c_item == "region, fused"
             for nt in (1, 2):
@@ -699,9 +705,9 @@ def test_fused_region_at_every_offset_from_a_line(x_shape, split, request, monke
                 assert np.array_equal(_bits(out), want), (args, off, nt)
                 assert np.all(raw[:base + off] == guard), (args, off, nt)
                 assert np.all(raw[base + off + out.nbytes:] == guard), (args, off, nt)
-    # (kernel 2 goes as one-term rows; k3s2p0 leaves the last column to no window: an
-    # edge column, through the stage)
-    assert fused == len(runs) * 16 * 3 // 5
+    # k3s2p0 leaves the last column to no window (an edge column: through the stage);
+    # float32 kernel 2 goes as one-term rows
+    assert fused == len(runs) * 64 // es * (3 if dtype == np.float32 else 4) // 5
 
 
 SIMD_AVG = [  # (x shape, kernel, stride, padding, count_include_pad)
