@@ -141,7 +141,7 @@ cdef extern from "pg_item.h" nogil:
         const int64_t* tspread
         int tspread_wide
     ctypedef struct pg_fused64:
-        Py_ssize_t W, Wo, gs2, gs3, xs2, xs3, qx1, q1, epad
+        Py_ssize_t P, W, Wo, gs2, gs3, xs2, xs3, qx1, q1, epad
         const int64_t* dlo
         const int64_t* dhi
         const int64_t* hlo
@@ -1596,17 +1596,20 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.p_gi = <char*>&self.gi_d[0, 0, 0, 0, 0, 0]
             self.wd_d, self.wh_d, self.ww_d = wd, wh, ww
             # the float32 region's register form (pg_item_fused_avx2) for float64 rows of
-            # the region: k3s2p1 16x64x112x112 took FUSED64 (2-vCPU EPYC); its grow block
-            # where the E rows would be
+            # the region, stride 2 and stride 1 (pg_fused_avx2_f64): k3s2p1 NCHW
+            # 16x64x112x112 took 0.70-0.72x the time, k3s1p1 32x64x56x56 0.75-0.79x, on 1
+            # and 2 threads (2-vCPU EPYC); its grow block where the E rows would be (the
+            # scratch grows by what it needs more)
             g.fused64 = NULL
-            if (g.stage64 and g.P == 2 and g.gap == 1 and pg_have_avx2()
-                    and poly[3][0] + poly[3][1] <= 3 and poly[4] == 0
-                    and 2 * poly[5] == g.W and poly[5] >= 4 and g.W % 4 == 0
-                    and g.gs[4] == 1 and g.xs[4] == 1 and g.xs[3] == g.W
-                    and (g.Wo + 2 * poly[6]) * rows + poly[6] <= rows * g.W
-                    and np.all(np.asarray(dhi) - np.asarray(dlo) == 1)
-                    and np.all(np.asarray(hhi) - np.asarray(hlo) <= 2)):
-                self.f64.W, self.f64.Wo = g.W, g.Wo
+            if (g.stage64 and g.gap == 1 and pg_have_avx2()
+                    and ((g.P == 2 and poly[3][0] + poly[3][1] <= 3
+                          and np.all(np.asarray(hhi) - np.asarray(hlo) <= 2))
+                         or (g.P == 1 and poly[3][0] <= 3
+                             and np.all(np.asarray(hhi) - np.asarray(hlo) <= 3)))
+                    and poly[4] == 0 and g.P * poly[5] == g.W and poly[5] >= 4
+                    and g.W % 4 == 0 and g.gs[4] == 1 and g.xs[4] == 1 and g.xs[3] == g.W
+                    and np.all(np.asarray(dhi) - np.asarray(dlo) == 1)):
+                self.f64.P, self.f64.W, self.f64.Wo = g.P, g.W, g.Wo
                 self.f64.gs2, self.f64.gs3, self.f64.xs2, self.f64.xs3 = (
                     g.gs[2], g.gs[3], g.xs[2], g.xs[3])
                 self.f64.qx1, self.f64.q1, self.f64.epad = poly[5], g.q1, poly[6]
@@ -1723,8 +1726,8 @@ cdef class AvgGatherKernel(PlannedKernel):
             # regions whose E values are formed in registers, not stored (pg_item.h's
             # pg_item_fused_avx2): stride 2 along W with phases of at most three terms in
             # all, no edge columns, rows of whole vectors, at most two covering windows
-            # along H and one along D.  k3s2p1 32x64x112x112 took 0.81-0.87x the time on
-            # 1 thread, 0.83-0.90x on 2; more terms to form again lost (2-vCPU EPYC)
+            # along H and one along D.  k3s2p1 32x64x112x112 took 0.81-0.84x the time on
+            # 1 thread, 0.69-0.77x on 2; more terms to form again lost (2-vCPU EPYC)
             self.it.fused = (self.it.region and pg_have_avx2() and g.P == 2 and g.gap == 1
                              and poly[3][0] + poly[3][1] <= 3
                              and self.it.qx0 == 0 and 2 * self.it.qx1 == g.W
@@ -1768,6 +1771,9 @@ cdef class AvgGatherKernel(PlannedKernel):
                                  if g.item_f32 != NULL and (self.it.region or self.it.staged)
                                  else 0)
                               + ((PG_STAGE_MEM(g.stage64) + 7) // 8 if g.stage64 else 0)
+                              # the float64 register form's grow block, at the E rows
+                              + (max(0, rows * (g.Wo + 2 * self.f64.epad) + self.f64.epad
+                                     - rows * g.W) if g.fused64 != NULL else 0)
                               + (self.it.epad + (rows if self.it.gblk_rows or self.it.region
                                                  else 1)
                                  * (g.Wo + 2 * self.it.epad)

@@ -628,8 +628,8 @@ static inline void pg_sum_rows_f32_avx2(float *PG_RESTRICT dst, const float *PG_
  * only the grad_input values are stored, and those are streamed.  Stores retire in
  * order, so the E rows' stores (and the stage's) of the other form wait behind the
  * streaming stores, which wait for memory, and the E rows cost their whole time on top
- * of the writes.  On the 2-vCPU EPYC, k3s2p1 32x64x112x112 took 0.81-0.87x the time on
- * 1 thread, 0.83-0.90x on 2, though each E value is formed for every row it covers; with
+ * of the writes.  On the 2-vCPU EPYC, k3s2p1 32x64x112x112 took 0.81-0.84x the time on
+ * 1 thread, 0.69-0.77x on 2, though each E value is formed for every row it covers; with
  * more terms to form again it lost (k4s2p1 1.02-1.05x, k5s2p2 1.2x, stride 1 k3s1p1 and
  * k2s1p0 0.97-1.04x, on 1 thread).  The same values as E then the combine: each E value
  * k * (its phase terms left to right), the rows added left to right.  The item's
@@ -729,16 +729,21 @@ static void pg_item_fused_avx2(const pg_item_f32 *g, const float *gbase, float *
 #endif
 
 /*
- * The same form for float64 rows (the Cython row loop's region, _kernels.pyx's
- * _gather_item): stride 2 along W with phases of at most three terms in all, at most two
- * covering windows along H, one along D, no edge columns (the interior widened over them
- * with -0.0 slots, _plan.poly_padded: the tap tables' bits), W a multiple of four.  Each
- * E value k * (its phase terms left to right) as pg_poly2_avx2_f64 forms it, the rows
+ * The same form for float64 rows (in place of the Cython row loop's region, _kernels.pyx's
+ * _gather_item): stride 2 along W with phases of at most three terms in all and at most two
+ * covering windows along H, or stride 1 with up to three terms and three windows; one
+ * along D, no edge columns (the interior widened over them with -0.0 slots,
+ * _plan.poly_padded: the tap tables' bits), W a multiple of four.  Each E value k * (its
+ * phase terms left to right) as pg_poly2_avx2_f64 and pg_poly1_avx2_f64 form it, the rows
  * added left to right as pg_combine_f64 adds them; four values a vector, pushed through
- * pg_vs as eight float lanes (a double's two halves move together).
+ * pg_vs as eight float lanes (a double's two halves move together).  Here stride 1 gains
+ * too, as the row loop it replaces forms and combines its rows at a time: on the 2-vCPU
+ * EPYC k3s2p1 NCHW 16x64x112x112 took 0.70-0.72x the time on 1 and 2 threads, k2s2 the
+ * same, k3s1p1 32x64x56x56 0.77-0.79x on 1 thread and 0.75x on 2, k2s1p0 and k3s1p1 at
+ * 112x112 0.69-0.73x.
  */
 typedef struct {
-    ptrdiff_t W, Wo, gs2, gs3, xs2, xs3, qx1, q1, epad;
+    ptrdiff_t P, W, Wo, gs2, gs3, xs2, xs3, qx1, q1, epad;
     const int64_t *dlo, *dhi, *hlo, *hhi, *pc, *pm;
     const double *wd, *wh, *ww;   /* ww NULL: no W weights */
 } pg_fused64;
@@ -802,6 +807,45 @@ typedef struct {
         }                                                                                   \
     }
 
+/* period 1: grad_input columns q .. q + 3, the NH rows' E values added left to right */
+#define PG_FUSED64_ROW1(NH, M)                                                              \
+    for (ptrdiff_t q = 0; q < nq; q += 4) {                                                 \
+        __m256d v, u;                                                                       \
+        PG_PHASE_SUM4D(v, ra0 + pc0, M, q)                                                  \
+        v = _mm256_mul_pd(vk0, v);                                                          \
+        if ((NH) >= 2) {                                                                    \
+            PG_PHASE_SUM4D(u, ra0 + gstep + pc0, M, q)                                      \
+            v = _mm256_add_pd(v, _mm256_mul_pd(vk1, u));                                    \
+        }                                                                                   \
+        if ((NH) >= 3) {                                                                    \
+            PG_PHASE_SUM4D(u, ra0 + 2 * gstep + pc0, M, q)                                  \
+            v = _mm256_add_pd(v, _mm256_mul_pd(vk2, u));                                    \
+        }                                                                                   \
+        pg_vs_push(&vs, _mm256_castpd_ps(v));                                               \
+    }
+#define PG_FUSED64_ROWS1(M)                                                                 \
+    for (ptrdiff_t idd = d0; idd < d1; idd++) {                                             \
+        const ptrdiff_t od = f->dlo[idd];                                                   \
+        const double *const gd = gblk + pd + (od - od0) * noh * gstep;                      \
+        for (ptrdiff_t ih = h0; ih < h1; ih++) {                                            \
+            const ptrdiff_t p = f->hlo[ih], nh = f->hhi[ih] - p;                            \
+            const double *const ra0 = gd + (p - oh0) * gstep;                               \
+            const __m256d vk0 = _mm256_set1_pd(f->wd[od] * f->wh[p]);                       \
+            const __m256d vk1 = nh >= 2 ? _mm256_set1_pd(f->wd[od] * f->wh[p + 1]) : vk0;   \
+            const __m256d vk2 = nh >= 3 ? _mm256_set1_pd(f->wd[od] * f->wh[p + 2]) : vk0;   \
+            pg_pf_step(pf, 1);                                                              \
+            if (nh == 1) {                                                                  \
+                PG_FUSED64_ROW1(1, M)                                                       \
+            } else if (nh == 2) {                                                           \
+                PG_FUSED64_ROW1(2, M)                                                       \
+            } else if (nh == 3) {                                                           \
+                PG_FUSED64_ROW1(3, M)                                                       \
+            } else {   /* no window: zeros */                                               \
+                for (ptrdiff_t j = 0; j < W; j += 4) pg_vs_push(&vs, _mm256_setzero_ps());  \
+            }                                                                               \
+        }                                                                                   \
+    }
+
 PG_TARGET_AVX2
 static void pg_fused_avx2_f64(const pg_fused64 *f, const double *gbase, double *x0,
                               ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
@@ -811,7 +855,7 @@ static void pg_fused_avx2_f64(const pg_fused64 *f, const double *gbase, double *
     const ptrdiff_t od0 = f->dlo[d0], od1 = f->dhi[d1 - 1];
     const ptrdiff_t oh0 = f->hlo[h0], oh1 = f->hhi[h1 - 1];
     const ptrdiff_t noh = oh1 > oh0 ? oh1 - oh0 : 0, gstep = Wo + 2 * pd;
-    const ptrdiff_t pc0 = f->pc[0], pc1 = f->pc[1];
+    const ptrdiff_t pc0 = f->pc[0], pc1 = f->P > 1 ? f->pc[1] : 0;
     const double *PG_RESTRICT ww = f->ww;
     const double padr = f->qx1 > f->q1 ? -0.0 : 0.0;
     /* the grow block: each grad_output row W-weighted, its slots after it (+0.0 where the
@@ -828,10 +872,18 @@ static void pg_fused_avx2_f64(const pg_fused64 *f, const double *gbase, double *
     }
     pg_vs vs;
     pg_vs_begin(&vs, (float *)x0, 2 * (d1 - d0) * (h1 - h0) * W);
-    switch (f->pm[0] * 2 + f->pm[1]) {
-    case 2 * 1 + 2: PG_FUSED64_ROWS(1, 2) break;
-    case 2 * 2 + 1: PG_FUSED64_ROWS(2, 1) break;
-    default: PG_FUSED64_ROWS(1, 1) break;
+    if (f->P == 1) {
+        switch (f->pm[0]) {
+        case 1: PG_FUSED64_ROWS1(1) break;
+        case 2: PG_FUSED64_ROWS1(2) break;
+        default: PG_FUSED64_ROWS1(3) break;
+        }
+    } else {
+        switch (f->pm[0] * 2 + f->pm[1]) {
+        case 2 * 1 + 2: PG_FUSED64_ROWS(1, 2) break;
+        case 2 * 2 + 1: PG_FUSED64_ROWS(2, 1) break;
+        default: PG_FUSED64_ROWS(1, 1) break;
+        }
     }
     pg_vs_end(&vs);
 }

@@ -650,10 +650,15 @@ def test_staged_region_at_every_offset_from_a_line(x_shape, split, simd, request
 # rows of 16 to 112 columns (interiors of whole blocks of eight, and 12 = 4 mod 8), planes
 # of 5 to 20 rows, odd and even
 FUSED_SHAPES = [(1, 2, 9, 16), (2, 3, 13, 24), (2, 2, 7, 48), (1, 2, 20, 112)]
-# (kernel, padding, ceil_mode, count_include_pad) at stride 2: phases of one and two
-# terms, or one and one; border divisors; a last window cut off
-FUSED_POOLS = [(3, 1, False, True), (3, 1, True, False), (3, 0, False, True),
-               (3, 0, True, False), (2, 0, True, True)]
+# (kernel, stride, padding, ceil_mode, count_include_pad, which dtypes take the register
+# form): stride 2 with phases of one and two terms, or one and one (float32: one-term
+# rows); k3s2p0 leaves the last column to no window (an edge column: the stage); stride 1
+# (float64 only) of up to three terms and three rows; border divisors; a last window cut
+# off
+FUSED_POOLS = [(3, 2, 1, False, True, "fd"), (3, 2, 1, True, False, "fd"),
+               (3, 2, 0, False, True, ""), (3, 2, 0, True, False, "fd"),
+               (2, 2, 0, True, True, "d"), (3, 1, 1, False, False, "d"),
+               (2, 1, 0, False, True, "d"), (1, 1, 0, False, True, "d")]
 
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="an AVX2 path")
@@ -664,7 +669,7 @@ def test_fused_region_at_every_offset_from_a_line(dtype, x_shape, split, request
                                                   monkeypatch):
     """The float32 and float64 regions whose E values are formed in registers and pushed
     through the register-fed writer (pg_item.h's pg_item_fused_avx2 and
-    pg_fused_avx2_f64, pg_stream.h's pg_vs): grad_input at every offset of a whole value
+    pg_fused_avx2_f64, pg_stream.h's pg_vs), where they apply and where not: grad_input at every offset of a whole value
     from a cache line, grad_output contiguous and reversed along H, items of whole planes
     and of single rows, 1 and 2 threads.  The same bits as ordinary stores, and nothing
     written outside grad_input."""
@@ -672,17 +677,17 @@ def test_fused_region_at_every_offset_from_a_line(dtype, x_shape, split, request
     es = np.dtype(dtype).itemsize
     size = int(np.prod(x_shape))
     runs = []
-    for k, p, ceil, cip in FUSED_POOLS:
-        y = pg.avg_pool2d(np.zeros(x_shape, dtype), k, 2, p, ceil_mode=ceil,
+    for k, st, p, ceil, cip, which in FUSED_POOLS:
+        y = pg.avg_pool2d(np.zeros(x_shape, dtype), k, st, p, ceil_mode=ceil,
                           count_include_pad=cip)
         # -0.0 in the first and last columns: a sum that reaches a slot beyond a row's
         # end keeps the sign of a zero only where that slot holds -0.0, as the taps' does
         signed = make_array(y.shape, dtype, rng)
         signed[..., 0] = signed[..., -1] = -0.0
         for go in (signed, make_array(y.shape, dtype, rng)[..., ::-1, :]):
-            want = _bits(pg.avg_pool2d_backward(go, x_shape, k, 2, p, ceil_mode=ceil,
+            want = _bits(pg.avg_pool2d_backward(go, x_shape, k, st, p, ceil_mode=ceil,
                                                 count_include_pad=cip))
-            runs.append(((k, 2, p, ceil, cip), go, want))
+            runs.append(((k, st, p, ceil, cip), go, want, "fd"[es // 8] in which))
     request.getfixturevalue("stream_regions")
     if split:
         request.getfixturevalue("split_items")
@@ -692,22 +697,18 @@ def test_fused_region_at_every_offset_from_a_line(dtype, x_shape, split, request
     guard = 0xA7
     raw = np.empty(es * size + 256, np.uint8)
     base = -raw.ctypes.data % 64
-    fused = 0
-    for args, go, want in runs:
+    for args, go, want, fused in runs:
         for off in range(0, 64, es):
             raw.fill(guard)
             out = raw[base + off:base + off + es * size].view(dtype).reshape(x_shape)
             op = pg.AvgPool2dBackward(go, x_shape, *args, 0, 0, out)
-            fused += op._kernel.c_item == "region, fused"
+            assert (op._kernel.c_item == "region, fused") == fused, (args, op._kernel.c_item)
             for nt in (1, 2):
                 out[...] = 7
                 op.execute(n_threads=nt)
                 assert np.array_equal(_bits(out), want), (args, off, nt)
                 assert np.all(raw[:base + off] == guard), (args, off, nt)
                 assert np.all(raw[base + off + out.nbytes:] == guard), (args, off, nt)
-    # k3s2p0 leaves the last column to no window (an edge column: through the stage);
-    # float32 kernel 2 goes as one-term rows
-    assert fused == len(runs) * 64 // es * (3 if dtype == np.float32 else 4) // 5
 
 
 SIMD_AVG = [  # (x shape, kernel, stride, padding, count_include_pad)
