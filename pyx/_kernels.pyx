@@ -1488,8 +1488,8 @@ cdef class AvgGatherKernel(PlannedKernel):
     cdef object _crun       # the column runs' table that g.lanes_crun points into
     # which C item runs the call: "", "rows", "region" (rows staged and streamed),
     # "region, fused" (E values in registers, float32 and float64: pg_item_fused_avx2,
-    # pg_fused_avx2_f64), "single" (one term per value; "single, streamed pairs" where pairs of rows (k2s2)
-    # stream) or "narrow" (16-bit sums at the output width, spread;
+    # pg_fused_avx2_f64), "single" (one term per value; "single, streamed pairs" where
+    # pairs of rows (k2s2) stream) or "narrow" (16-bit sums at the output width, spread;
     # where the CPU has AVX2) from pg_item.h, or "lanes" (_lanes_rows, channels-last
     # float32 and 16-bit rows without E rows, where the CPU has AVX2); for the tests
     cdef readonly str c_item

@@ -630,8 +630,8 @@ static inline void pg_sum_rows_f32_avx2(float *PG_RESTRICT dst, const float *PG_
  * streaming stores, which wait for memory, and the E rows cost their whole time on top
  * of the writes.  On the 2-vCPU EPYC, k3s2p1 32x64x112x112 took 0.81-0.84x the time on
  * 1 thread, 0.69-0.77x on 2, though each E value is formed for every row it covers; with
- * more terms to form again it lost (k4s2p1 1.02-1.05x, k5s2p2 1.2x, stride 1 k3s1p1 and
- * k2s1p0 0.97-1.04x, on 1 thread).  The same values as E then the combine: each E value
+ * more terms to form again it lost (k4s2p1 1.01-1.06x, k5s2p2 1.2x, k6s2p2 1.53-1.58x,
+ * on 1 thread) or gained nothing (stride 1: k3s1p1 and k2s1p0 0.91-1.06x).  The same values as E then the combine: each E value
  * k * (its phase terms left to right), the rows added left to right.  The item's
  * grad_output rows go into the grow block first (W-weighted, with their slots: a region
  * item's grow block has room for all its rows).
@@ -671,24 +671,34 @@ static inline void pg_sum_rows_f32_avx2(float *PG_RESTRICT dst, const float *PG_
             pg_vs_push(&vs, hi);                                                            \
         }                                                                                   \
     }
-#define PG_FUSED_ROWS(MA, MB)                                                               \
+/* the item's grad_input rows (F the tables: pg_item_f32 or pg_fused64; T float or
+ * double, SET1 its broadcast, STEP values a vector): each summed by ROW(nh, ...) from its
+ * nh covering rows (at most MAXNH) with their weights vk0, vk1, vk2; zeros where no window
+ * covers it.  The next item's grad_output is prefetched a row at a time (pf) */
+#define PG_FUSED_RUN(F, T, SET1, STEP, MAXNH, ROW, ...)                                     \
     for (ptrdiff_t idd = d0; idd < d1; idd++) {                                             \
-        const ptrdiff_t od = g->dlo[idd];                                                   \
-        const float *const gd = gblk + pd + (od - od0) * noh * gstep;                       \
+        const ptrdiff_t od = F->dlo[idd];                                                   \
+        const T *const gd = gblk + pd + (od - od0) * noh * gstep;                           \
         for (ptrdiff_t ih = h0; ih < h1; ih++) {                                            \
-            const ptrdiff_t p = g->hlo[ih], nh = g->hhi[ih] - p;                            \
-            const float *const ra0 = gd + (p - oh0) * gstep, *const ra1 = ra0 + gstep;     \
-            const __m256 vk0 = _mm256_set1_ps(g->wd[od] * g->wh[p]);                        \
-            const __m256 vk1 = nh == 2 ? _mm256_set1_ps(g->wd[od] * g->wh[p + 1]) : vk0;    \
+            const ptrdiff_t p = F->hlo[ih], nh = F->hhi[ih] - p;                            \
+            const T *const ra0 = gd + (p - oh0) * gstep, *const ra1 = ra0 + gstep;         \
+            const __typeof__(SET1(0)) vk0 = SET1(F->wd[od] * F->wh[p]);                     \
+            const __typeof__(SET1(0)) vk1 = nh >= 2 ? SET1(F->wd[od] * F->wh[p + 1]) : vk0; \
+            const __typeof__(SET1(0)) vk2 = nh >= 3 ? SET1(F->wd[od] * F->wh[p + 2]) : vk0; \
+            (void)ra1; (void)vk2;                                                           \
+            pg_pf_step(pf, 1);                                                              \
             if (nh == 1) {                                                                  \
-                PG_FUSED_ROW(1, MA, MB)                                                     \
+                ROW(1, __VA_ARGS__)                                                         \
             } else if (nh == 2) {                                                           \
-                PG_FUSED_ROW(2, MA, MB)                                                     \
+                ROW(2, __VA_ARGS__)                                                         \
+            } else if ((MAXNH) >= 3 && nh == 3) {                                           \
+                ROW(3, __VA_ARGS__)                                                         \
             } else {   /* no window: zeros */                                               \
-                for (ptrdiff_t j = 0; j < W; j += 8) pg_vs_push(&vs, _mm256_setzero_ps());  \
+                for (ptrdiff_t j = 0; j < W; j += (STEP)) pg_vs_push(&vs, _mm256_setzero_ps()); \
             }                                                                               \
         }                                                                                   \
     }
+#define PG_FUSED_ROWS(MA, MB) PG_FUSED_RUN(g, float, _mm256_set1_ps, 8, 2, PG_FUSED_ROW, MA, MB)
 
 PG_TARGET_AVX2
 static void pg_item_fused_avx2(const pg_item_f32 *g, const float *gbase, float *x0,
@@ -714,6 +724,7 @@ static void pg_item_fused_avx2(const pg_item_f32 *g, const float *gbase, float *
             for (ptrdiff_t t = 1; t < 2 * pd; t++) grow[Wo + t] = -0.0f;
         }
     }
+    pg_pf none = {0}, *const pf = &none;   /* (no prefetching here) */
     pg_vs vs;
     pg_vs_begin(&vs, x0, (d1 - d0) * (h1 - h0) * W);
     switch (g->pm[0] * 2 + g->pm[1]) {
@@ -788,24 +799,7 @@ typedef struct {
         }                                                                                   \
     }
 #define PG_FUSED64_ROWS(MA, MB)                                                             \
-    for (ptrdiff_t idd = d0; idd < d1; idd++) {                                             \
-        const ptrdiff_t od = f->dlo[idd];                                                   \
-        const double *const gd = gblk + pd + (od - od0) * noh * gstep;                      \
-        for (ptrdiff_t ih = h0; ih < h1; ih++) {                                            \
-            const ptrdiff_t p = f->hlo[ih], nh = f->hhi[ih] - p;                            \
-            const double *const ra0 = gd + (p - oh0) * gstep, *const ra1 = ra0 + gstep;    \
-            const __m256d vk0 = _mm256_set1_pd(f->wd[od] * f->wh[p]);                       \
-            const __m256d vk1 = nh == 2 ? _mm256_set1_pd(f->wd[od] * f->wh[p + 1]) : vk0;   \
-            pg_pf_step(pf, 1);                                                              \
-            if (nh == 1) {                                                                  \
-                PG_FUSED64_ROW(1, MA, MB)                                                   \
-            } else if (nh == 2) {                                                           \
-                PG_FUSED64_ROW(2, MA, MB)                                                   \
-            } else {   /* no window: zeros */                                               \
-                for (ptrdiff_t j = 0; j < W; j += 4) pg_vs_push(&vs, _mm256_setzero_ps());  \
-            }                                                                               \
-        }                                                                                   \
-    }
+    PG_FUSED_RUN(f, double, _mm256_set1_pd, 4, 2, PG_FUSED64_ROW, MA, MB)
 
 /* period 1: grad_input columns q .. q + 3, the NH rows' E values added left to right */
 #define PG_FUSED64_ROW1(NH, M)                                                              \
@@ -814,7 +808,7 @@ typedef struct {
         PG_PHASE_SUM4D(v, ra0 + pc0, M, q)                                                  \
         v = _mm256_mul_pd(vk0, v);                                                          \
         if ((NH) >= 2) {                                                                    \
-            PG_PHASE_SUM4D(u, ra0 + gstep + pc0, M, q)                                      \
+            PG_PHASE_SUM4D(u, ra1 + pc0, M, q)                                              \
             v = _mm256_add_pd(v, _mm256_mul_pd(vk1, u));                                    \
         }                                                                                   \
         if ((NH) >= 3) {                                                                    \
@@ -823,28 +817,7 @@ typedef struct {
         }                                                                                   \
         pg_vs_push(&vs, _mm256_castpd_ps(v));                                               \
     }
-#define PG_FUSED64_ROWS1(M)                                                                 \
-    for (ptrdiff_t idd = d0; idd < d1; idd++) {                                             \
-        const ptrdiff_t od = f->dlo[idd];                                                   \
-        const double *const gd = gblk + pd + (od - od0) * noh * gstep;                      \
-        for (ptrdiff_t ih = h0; ih < h1; ih++) {                                            \
-            const ptrdiff_t p = f->hlo[ih], nh = f->hhi[ih] - p;                            \
-            const double *const ra0 = gd + (p - oh0) * gstep;                               \
-            const __m256d vk0 = _mm256_set1_pd(f->wd[od] * f->wh[p]);                       \
-            const __m256d vk1 = nh >= 2 ? _mm256_set1_pd(f->wd[od] * f->wh[p + 1]) : vk0;   \
-            const __m256d vk2 = nh >= 3 ? _mm256_set1_pd(f->wd[od] * f->wh[p + 2]) : vk0;   \
-            pg_pf_step(pf, 1);                                                              \
-            if (nh == 1) {                                                                  \
-                PG_FUSED64_ROW1(1, M)                                                       \
-            } else if (nh == 2) {                                                           \
-                PG_FUSED64_ROW1(2, M)                                                       \
-            } else if (nh == 3) {                                                           \
-                PG_FUSED64_ROW1(3, M)                                                       \
-            } else {   /* no window: zeros */                                               \
-                for (ptrdiff_t j = 0; j < W; j += 4) pg_vs_push(&vs, _mm256_setzero_ps());  \
-            }                                                                               \
-        }                                                                                   \
-    }
+#define PG_FUSED64_ROWS1(M) PG_FUSED_RUN(f, double, _mm256_set1_pd, 4, 3, PG_FUSED64_ROW1, M)
 
 PG_TARGET_AVX2
 static void pg_fused_avx2_f64(const pg_fused64 *f, const double *gbase, double *x0,
