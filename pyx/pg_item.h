@@ -1153,8 +1153,8 @@ static inline __m128i pg_twice_hi(__m128i v, ptrdiff_t es)
 }
 
 /*
- * Kernel = stride = 2 along W (g->dup2) with rows of whole 16-byte halves: a grad_input row
- * 32 bytes at a time straight from its grad_output row.  Each block of grad_output values
+ * Kernel = stride = 2 along W (g->dup2): a grad_input row 32 bytes at a time straight from
+ * its grad_output row.  Each block of grad_output values
  * (8 16-bit, 4 float32; 4 and 2 for a last half block) is weighted and rounded in
  * registers as its R row would be (pg_r_row_h16, pg_r_row_f32: the same products, the same
  * rounding) and each value put twice in place, so no R row is stored or read back.
@@ -1194,25 +1194,34 @@ static inline __m256i pg_dup2_block(const char *src, const float *ww, __m256 kv,
     return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
 }
 
-/* the row r0, and r1 where it is not NULL, formed so (W * es a multiple of 16), streamed 16
- * bytes at a time where nt (both rows 16-byte aligned: pg_store_pair).  Whole 32-byte
- * streamed stores, with the row 16 bytes past a boundary built from two blocks in turn,
- * took 1.3x the time (bfloat16 k2s2 32 x 256 x 56 x 56, 1 thread, 2-vCPU EPYC) */
+/* the row r0, and r1 where it is not NULL, formed so: W even, and at least one block long
+ * (32 bytes) or W * es a multiple of 16.  Where W * es is a multiple of 16 the row ends in
+ * whole blocks or a half block; otherwise its last block overlaps the one before (the same
+ * values again).  Streamed 16 bytes at a time where nt (both rows 16-byte aligned, W * es a
+ * multiple of 16: pg_store_pair).  Whole 32-byte streamed stores, with the row 16 bytes
+ * past a boundary built from two blocks in turn, took 1.3x the time (bfloat16 k2s2
+ * 32 x 256 x 56 x 56, 1 thread, 2-vCPU EPYC) */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_dup2_rows_body(char *r0, char *r1, const char *src, const float *ww,
                                      float k, ptrdiff_t W, int kind, int nt)
 {
-    const ptrdiff_t es = kind ? 2 : 4, n = W * es / 16, per = 16 / es;
+    const ptrdiff_t es = kind ? 2 : 4, V = 32 / es;   /* values a block */
     const __m256 kv = _mm256_set1_ps(k);
-    ptrdiff_t b = 0;
-    for (; 2 * b + 1 < n; b++)
-        pg_store_pair(r0 + 32 * b, r1 ? r1 + 32 * b : NULL,
-                      pg_dup2_block(src, ww, kv, b * per, 0, kind), nt);
-    if (2 * b == n)
+    ptrdiff_t j = 0;
+    for (; j + V <= W; j += V)
+        pg_store_pair(r0 + j * es, r1 ? r1 + j * es : NULL,
+                      pg_dup2_block(src, ww, kv, j / 2, 0, kind), nt);
+    if (j == W)
         return;
+    if ((W - j) * es != 16) {
+        j = W - V;
+        pg_store_pair(r0 + j * es, r1 ? r1 + j * es : NULL,
+                      pg_dup2_block(src, ww, kv, j / 2, 0, kind), 0);
+        return;
+    }
     /* a last half block */
-    const __m128i h = _mm256_castsi256_si128(pg_dup2_block(src, ww, kv, b * per, 1, kind));
-    __m128i *const p0 = (__m128i *)(r0 + 32 * b), *const p1 = (__m128i *)(r1 + 32 * b);
+    const __m128i h = _mm256_castsi256_si128(pg_dup2_block(src, ww, kv, j / 2, 1, kind));
+    __m128i *const p0 = (__m128i *)(r0 + j * es), *const p1 = (__m128i *)(r1 + j * es);
 #if PG_HAVE_STREAM
     if (nt) {
         _mm_stream_si128(p0, h);
@@ -1253,9 +1262,12 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
     const ptrdiff_t noh = oh1 > oh0 ? oh1 - oh0 : 0;
     const char *gbase = (const char *)gbase_;
     char *xbase = (char *)xbase_, *R = (char *)R_;
-    /* kernel = stride = 2 along W with rows of whole 16-byte halves: rows formed straight
-     * from grad_output (pg_dup2_rows), no R rows */
-    const int direct = g->dup2 && (W * es) % 16 == 0;
+    /* kernel = stride = 2 along W, W even, rows of 32 bytes or more or of whole 16-byte
+     * halves: rows formed straight from grad_output (pg_dup2_rows), no R rows.  Not 16-bit
+     * rows of up to 64 bytes in the cache: at 40 to 64 bytes they took 1.05-1.15x the time
+     * of the R rows (streamed or staged 0.93-0.96x; 2-vCPU EPYC, 1 thread) */
+    const int direct = g->dup2 && W % 2 == 0 && ((W * es) % 16 == 0 || W * es >= 32)
+                       && (kind == 0 || W * es > 64 || g->pair_nt || g->staged);
     for (ptrdiff_t od = od0; od < od1 && !direct; od++) {
         for (ptrdiff_t oh = oh0; oh < oh1; oh++) {
             const char *src = gbase + (od * g->gs2 + oh * g->gs3) * es;

@@ -1512,9 +1512,11 @@ def test_lanes_row_pairs_stream_only_where_the_row_stride_is_aligned(dtype, case
 # k2s2 pairs of grad_input rows (pg_item.h's single item with dup2): (x shape, streamed)
 # where the rows' bytes are a multiple of 16: 16, 24, 12 and 56 columns (whole and half
 # 32-byte blocks), an odd H (a last row no window covers), and W = 20 (40 bytes at 16 bits,
-# no streaming there; 80 at float32)
+# no streaming there; 80 at float32).  The rows formed straight from grad_output
+# (pg_dup2_rows) against those from R rows: 16-bit W = 20 and 28 take R rows in the cache
+# and not when staged; W = 36 (72 bytes) ends in a block overlapping the one before
 DUP2_AVG = [(2, 3, 8, 16), (1, 2, 6, 24), (1, 2, 4, 12), (1, 3, 7, 16), (1, 2, 4, 56),
-            (1, 2, 6, 20)]
+            (1, 2, 6, 20), (1, 2, 4, 28), (1, 3, 4, 36)]
 # channels-last, C < 16 merged into W: rows of 16-byte multiples (streamed where big) and
 # not (the last)
 SPREAD_PAIRS = [(2, 3, 8, 16), (1, 5, 6, 8), (1, 12, 4, 6), (1, 3, 6, 10)]
