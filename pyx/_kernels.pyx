@@ -63,6 +63,10 @@ cdef extern from "pg_stream.h" nogil:
                       Py_ssize_t gs, const float* k, const float* ww, Py_ssize_t nr,
                       const int64_t* tap, Py_ssize_t m, Py_ssize_t W, Py_ssize_t L,
                       Py_ssize_t Wo, int kind, int stream, const int64_t* crun)
+    void pg_lanes_row_f64(void* dst, Py_ssize_t ds, Py_ssize_t nd, Py_ssize_t rs,
+                          const void** g, Py_ssize_t gs, const double* k, const double* ww,
+                          Py_ssize_t nr, const int64_t* tap, Py_ssize_t m, Py_ssize_t W,
+                          Py_ssize_t L, Py_ssize_t Wo, int stream)
     void pg_lanes_copy(char* dst, Py_ssize_t dstep, const char* src, Py_ssize_t sstep,
                        Py_ssize_t W, Py_ssize_t nbytes, int stream)
     void pg_combine_f64(double* dst, const double** rows, Py_ssize_t nr, Py_ssize_t n,
@@ -1084,8 +1088,21 @@ def _column_runs(tw):
     return run
 
 
-cdef void _lanes_rows(const store_t* gbase, store_t* xbase, const Gather* g, const float* wd,
-                      const float* wh, const float* ww, const void** rows, store_t* rowbuf,
+cdef inline void _lanes_row(void* dst, Py_ssize_t ds, Py_ssize_t nd, Py_ssize_t rs,
+                            const void** rows, const Gather* g, const acc_t* ks,
+                            const acc_t* ww, Py_ssize_t nr, int kind,
+                            int stream) noexcept nogil:
+    """One pg_lanes_row call (pg_lanes_row_f64 for float64) with the plan's taps."""
+    if acc_t is double:
+        pg_lanes_row_f64(dst, ds, nd, rs, rows, g.gs[4], ks, ww if g.scale_w else NULL, nr,
+                         g.wtap, g.m, g.W, g.L, g.Wo, stream)
+    else:
+        pg_lanes_row(dst, ds, nd, rs, rows, g.gs[4], ks, ww if g.scale_w else NULL, nr,
+                     g.wtap, g.m, g.W, g.L, g.Wo, kind, stream, g.lanes_crun)
+
+
+cdef void _lanes_rows(const store_t* gbase, store_t* xbase, const Gather* g, const acc_t* wd,
+                      const acc_t* wh, const acc_t* ww, const void** rows, store_t* rowbuf,
                       Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1) noexcept nogil:
     """A channels-last item without E rows (g.lanes_row): each grad_input row formed in
     registers from the grad_output rows of the windows covering it, read where they are
@@ -1099,8 +1116,8 @@ cdef void _lanes_rows(const store_t* gbase, store_t* xbase, const Gather* g, con
     cdef Py_ssize_t W = g.W, L = g.L, es = sizeof(store_t)
     cdef Py_ssize_t od, oh, idd, ih, ed, eh, jd, jh, a, b, p, q, nr, iw
     cdef store_t* dst
-    cdef float ks[8]
-    cdef int kind = 0 if store_t is float else (1 if g.kind == K_F16 else 2)
+    cdef acc_t ks[8]
+    cdef int kind = 0 if store_t is not uint16_t else (1 if g.kind == K_F16 else 2)
     idd = d0
     while idd < d1:
         a = g.dlo[idd]
@@ -1133,31 +1150,25 @@ cdef void _lanes_rows(const store_t* gbase, store_t* xbase, const Gather* g, con
                 # two rows formed together: each column formed once and stored to both
                 # (two rows of one plane, or one row in two consecutive planes)
                 if eh - ih == 1:
-                    pg_lanes_row(dst, g.xs[4], ed - idd, g.xs[2], rows, g.gs[4], ks,
-                                 ww if g.scale_w else NULL, nr, g.wtap, g.m, W, L, g.Wo,
-                                 kind, g.stream, g.lanes_crun)
+                    _lanes_row(dst, g.xs[4], ed - idd, g.xs[2], rows, g, ks, ww, nr, kind,
+                               g.stream)
                 else:
                     for jd in range(idd, ed):
-                        pg_lanes_row(xbase + jd * g.xs[2] + ih * g.xs[3], g.xs[4], eh - ih,
-                                     g.xs[3], rows, g.gs[4], ks, ww if g.scale_w else NULL,
-                                     nr, g.wtap, g.m, W, L, g.Wo, kind, g.stream,
-                                     g.lanes_crun)
+                        _lanes_row(xbase + jd * g.xs[2] + ih * g.xs[3], g.xs[4], eh - ih,
+                                   g.xs[3], rows, g, ks, ww, nr, kind, g.stream)
             elif not g.lanes_copy or (ed - idd) * (eh - ih) < g.copy_min:
                 for jd in range(idd, ed):
                     for jh in range(ih, eh):
-                        pg_lanes_row(xbase + jd * g.xs[2] + jh * g.xs[3], g.xs[4], 1, 0,
-                                     rows, g.gs[4], ks, ww if g.scale_w else NULL, nr,
-                                     g.wtap, g.m, W, L, g.Wo, kind, g.stream, g.lanes_crun)
+                        _lanes_row(xbase + jd * g.xs[2] + jh * g.xs[3], g.xs[4], 1, 0,
+                                   rows, g, ks, ww, nr, kind, g.stream)
             elif g.stream:
-                pg_lanes_row(rowbuf, L, 1, 0, rows, g.gs[4], ks, ww if g.scale_w else NULL, nr,
-                             g.wtap, g.m, W, L, g.Wo, kind, 0, g.lanes_crun)
+                _lanes_row(rowbuf, L, 1, 0, rows, g, ks, ww, nr, kind, 0)
                 for jd in range(idd, ed):
                     for jh in range(ih, eh):
                         pg_lanes_copy(<char*>(xbase + jd * g.xs[2] + jh * g.xs[3]),
                                       g.xs[4] * es, <const char*>rowbuf, L * es, W, L * es, 1)
             else:
-                pg_lanes_row(dst, g.xs[4], 1, 0, rows, g.gs[4], ks, ww if g.scale_w else NULL,
-                             nr, g.wtap, g.m, W, L, g.Wo, kind, 0, g.lanes_crun)
+                _lanes_row(dst, g.xs[4], 1, 0, rows, g, ks, ww, nr, kind, 0)
                 for jd in range(idd, ed):
                     for jh in range(ih, eh):
                         if jd != idd or jh != ih:
@@ -1243,6 +1254,13 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
             if g.item_f32 != NULL and pg_item_h16_run(g.item_f32, gbase, xbase, d0, d1, h0, h1,
                                                       grow, E, rows, acc, g.kind == K_BF16,
                                                       &pf):
+                return
+    if acc_t is double:
+        if store_t is double:
+            if g.lanes_row:
+                _lanes_rows(gbase, xbase, g, wd, wh, ww, <const void**>rows,
+                            <store_t*>((<uintptr_t>(rows + g.max_terms) + 63) & ~(<uintptr_t>63)),
+                            d0, d1, h0, h1)
                 return
     if acc_t is float:
         if store_t is not double:
@@ -1560,8 +1578,9 @@ cdef class AvgGatherKernel(PlannedKernel):
                        and g.xs[4] == 1 and g.xs[3] == g.W)
         # channels-last rows formed without E rows (_lanes_rows, where the CPU has AVX2 and
         # F16C when the plan is made: its scratch is then only the row pointers): float32
-        # or 16-bit, at least 8 contiguous lanes (pg_lanes_row), at most 8 terms a value
-        g.lanes_row = (kind != K_F64 and rnd == R_NONE and g.L >= 8
+        # or 16-bit, at least 8 contiguous lanes (pg_lanes_row), float64 at least 4
+        # (pg_lanes_row_f64), at most 8 terms a value
+        g.lanes_row = (rnd == R_NONE and g.L >= (4 if kind == K_F64 else 8)
                        and 0 < g.m <= PG_MAX_TAPS and not tstore and not g.fill
                        and max_terms <= 8 and max_terms * g.m <= LANES_ROW_TERMS
                        and g.gs[5] == 1 and g.xs[5] == 1

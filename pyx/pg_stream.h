@@ -648,6 +648,112 @@ static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void
 PG_LANES_ROW(pg_lanes_row_avx2_f32, 0)
 PG_LANES_ROW(pg_lanes_row_avx2_f16, 1)
 PG_LANES_ROW(pg_lanes_row_avx2_bf16, 2)
+
+/*
+ * Float64 lanes (L >= 4): pg_lanes_row_body's sums in double, the values of the float64
+ * E rows (pg_expand_lanes_f64: k times the taps, each grad_output value times its W weight
+ * as pg_load_lanes_f64 loads it, summed left to right) and of their combine
+ * (pg_combine_f64: left to right), so the same bits.  Eight lanes at a time, then four, the
+ * last four overlapping the ones before where L is not a multiple of four; each column
+ * stored to the nd equal rows rs elements apart, streamed 16 bytes at a time where
+ * `stream`.
+ */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_lanes_sum8_f64(const void *const *g, ptrdiff_t l, const __m256d *kv,
+                                     ptrdiff_t nr, const ptrdiff_t *off, const __m256d *wv,
+                                     ptrdiff_t n, int scale, int two, __m256d *s0, __m256d *s1)
+{
+    *s0 = *s1 = _mm256_setzero_pd();   /* nr >= 1: never used */
+    for (ptrdiff_t r = 0; r < nr; r++) {
+        const char *gr = (const char *)g[r] + l * 8;
+        __m256d u0 = _mm256_setzero_pd(), u1 = _mm256_setzero_pd();
+        for (ptrdiff_t i = 0; i < n; i++) {
+            __m256d v0 = _mm256_loadu_pd((const double *)(gr + off[i])), v1 = v0;
+            if (two) v1 = _mm256_loadu_pd((const double *)(gr + off[i]) + 4);
+            if (scale) {
+                v0 = _mm256_mul_pd(v0, wv[i]);
+                if (two) v1 = _mm256_mul_pd(v1, wv[i]);
+            }
+            u0 = i ? _mm256_add_pd(u0, v0) : v0;
+            if (two) u1 = i ? _mm256_add_pd(u1, v1) : v1;
+        }
+        u0 = _mm256_mul_pd(kv[r], u0);
+        *s0 = r ? _mm256_add_pd(*s0, u0) : u0;
+        if (two) {
+            u1 = _mm256_mul_pd(kv[r], u1);
+            *s1 = r ? _mm256_add_pd(*s1, u1) : u1;
+        }
+    }
+}
+
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_lanes_put4_f64(char *p, ptrdiff_t nd, ptrdiff_t rsb, __m256d s,
+                                     int stream)
+{
+    for (ptrdiff_t t = 0; t < nd; t++, p += rsb) {
+#if PG_HAVE_STREAM
+        if (stream) {
+            _mm_stream_pd((double *)p, _mm256_castpd256_pd128(s));
+            _mm_stream_pd((double *)p + 2, _mm256_extractf128_pd(s, 1));
+            continue;
+        }
+#endif
+        _mm256_storeu_pd((double *)p, s);
+    }
+}
+
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_lanes_row_f64_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
+                                         const void *const *g, ptrdiff_t gs, const double *k,
+                                         const double *ww, ptrdiff_t nr, const int64_t *tap,
+                                         ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,
+                                         int stream)
+{
+    const int scale = ww != NULL;
+    __m256d kv[8], wv[PG_MAX_TAPS], s0, s1;
+    ptrdiff_t off[PG_MAX_TAPS] = {0};
+    for (ptrdiff_t r = 0; r < nr; r++) kv[r] = _mm256_set1_pd(k[r]);
+    for (ptrdiff_t w = 0; w < W; w++, tap += m) {
+        char *d = (char *)dst + w * ds * 8;
+        ptrdiff_t n = 0, l = 0;
+        while (n < m && tap[n] < Wo) {
+            off[n] = tap[n] * gs * 8;
+            if (scale) wv[n] = _mm256_set1_pd(ww[tap[n]]);
+            n++;
+        }
+        for (; l + 8 <= L; l += 8) {
+            pg_lanes_sum8_f64(g, l, kv, nr, off, wv, n, scale, 1, &s0, &s1);
+            pg_lanes_put4_f64(d + l * 8, nd, rs * 8, s0, stream);
+            pg_lanes_put4_f64(d + l * 8 + 32, nd, rs * 8, s1, stream);
+        }
+        for (; l < L; l += 4) {
+            if (l + 4 > L) l = L - 4;
+            pg_lanes_sum8_f64(g, l, kv, nr, off, wv, n, scale, 0, &s0, &s1);
+            pg_lanes_put4_f64(d + l * 8, nd, rs * 8, s0, stream);
+        }
+    }
+}
+
+/* the common counts (1, 2 rows; 1, 2 taps) as constants, as PG_LANES_ROW_ST */
+#define PG_LANES_ROW_F64(NAME, ST)                                                          \
+PG_TARGET_AVX2                                                                              \
+static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void *const *g, \
+                 ptrdiff_t gs, const double *k, const double *ww, ptrdiff_t nr,             \
+                 const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo)    \
+{                                                                                           \
+    if (nr == 1 && m == 1)                                                                  \
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 1, W, L, Wo, ST);      \
+    else if (nr == 1 && m == 2)                                                             \
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 2, W, L, Wo, ST);      \
+    else if (nr == 2 && m == 1)                                                             \
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 1, W, L, Wo, ST);      \
+    else if (nr == 2 && m == 2)                                                             \
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 2, W, L, Wo, ST);      \
+    else                                                                                    \
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, ST);     \
+}
+PG_LANES_ROW_F64(pg_lanes_row_avx2_f64_o, 0)
+PG_LANES_ROW_F64(pg_lanes_row_avx2_f64_s, 1)
 #endif
 
 #if PG_X86_DISPATCH
@@ -677,7 +783,31 @@ static inline void pg_lanes_row(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t
         pg_lanes_row_avx2_bf16(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, stream,
                                crun);
 }
+
+/* float64 rows (pg_lanes_row_f64_body): streamed where dst, the column and row strides and
+ * the lanes (where the last four start) are 16-byte aligned */
+static inline void pg_lanes_row_f64(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
+                                    const void *const *g, ptrdiff_t gs, const double *k,
+                                    const double *ww, ptrdiff_t nr, const int64_t *tap,
+                                    ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,
+                                    int stream)
+{
+    if (PG_HAVE_STREAM && stream && ((uintptr_t)dst % 16u) == 0 && ds % 2 == 0
+            && L % 2 == 0 && (nd == 1 || rs % 2 == 0))
+        pg_lanes_row_avx2_f64_s(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo);
+    else
+        pg_lanes_row_avx2_f64_o(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo);
+}
 #else
+static inline void pg_lanes_row_f64(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
+                                    const void *const *g, ptrdiff_t gs, const double *k,
+                                    const double *ww, ptrdiff_t nr, const int64_t *tap,
+                                    ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,
+                                    int stream)
+{   /* never planned without the AVX2 builds */
+    (void)dst; (void)ds; (void)nd; (void)rs; (void)g; (void)gs; (void)k; (void)ww; (void)nr;
+    (void)tap; (void)m; (void)W; (void)L; (void)Wo; (void)stream;
+}
 static inline void pg_lanes_row(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
                                 const void *const *g, ptrdiff_t gs, const float *k,
                                 const float *ww, ptrdiff_t nr, const int64_t *tap, ptrdiff_t m,
