@@ -1441,30 +1441,32 @@ def test_channels_last_e_rows_of_many_taps_give_the_same_bits(dtype, request, mo
 
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
-@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16)],
-                         ids=["f32", "f16"])
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16),
+                                   np.dtype(np.float64)], ids=["f32", "f16", "f64"])
 def test_lanes_rows_stream_only_where_their_last_lanes_are_aligned(dtype, request):
-    """Channels-last rows of 10 lanes, columns 48 lanes apart from an aligned start: the
-    column stride allows 16-byte streaming stores, but the last 8 lanes start 2 lanes in,
-    so pg_lanes_row stores them without streaming (a streaming store there would fault)."""
+    """Channels-last rows of 10 lanes (float64: 9), columns 48 lanes apart from an aligned
+    start: the column stride allows 16-byte streaming stores, but the last 8 lanes start 2
+    lanes in (float64: the last 4 start 5 lanes in), so pg_lanes_row (pg_lanes_row_f64)
+    stores them without streaming (a streaming store there would fault)."""
     request.getfixturevalue("stream_everything")
-    x_shape = (2, 10, 9, 12)
+    x_shape = (2, 9 if dtype == np.float64 else 10, 9, 12)
     go, want = _channels_last_avg(dtype, np.random.default_rng(25), x_shape, 3, 2, 1,
                                   False, True, 0)
+    c = x_shape[1]
     store = np.full((2, 9, 12, 16 + 32), 7, dtype)
     skip = (-store.ctypes.data % 64) // dtype.itemsize   # start on a 64-byte boundary
-    out = store[..., skip:skip + 10].transpose(0, 3, 1, 2)
+    out = store[..., skip:skip + c].transpose(0, 3, 1, 2)
     assert out.ctypes.data % 64 == 0 and out.strides[3] % 16 == 0
     op = pg.AvgPool2dBackward(go, x_shape, 3, 2, 1, False, True, 0, 0, out)
     assert op._kernel.c_item == "lanes"
     op.execute(n_threads=2)
     np.testing.assert_allclose(out.astype(np.float64), want, *tolerance(dtype))
-    assert np.all(store[..., :skip] == 7) and np.all(store[..., skip + 10:] == 7)
+    assert np.all(store[..., :skip] == 7) and np.all(store[..., skip + c:] == 7)
 
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
-@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16)],
-                         ids=["f32", "f16"])
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16),
+                                   np.dtype(np.float64)], ids=["f32", "f16", "f64"])
 @pytest.mark.parametrize("case", ["rows", "planes"])
 def test_lanes_row_pairs_stream_only_where_the_row_stride_is_aligned(dtype, case, request):
     """Pairs of equal channels-last rows formed together (each column stored to both, the
