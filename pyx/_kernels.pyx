@@ -1255,21 +1255,13 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                                                       grow, E, rows, acc, g.kind == K_BF16,
                                                       &pf):
                 return
-    if acc_t is double:
-        if store_t is double:
-            if g.lanes_row:
-                _lanes_rows(gbase, xbase, g, wd, wh, ww, <const void**>rows,
-                            <store_t*>((<uintptr_t>(rows + g.max_terms) + 63) & ~(<uintptr_t>63)),
-                            d0, d1, h0, h1)
-                return
-    if acc_t is float:
-        if store_t is not double:
-            if g.lanes_row:
-                # the row buffer of streamed blocks: after the row pointers, 64-byte aligned
-                _lanes_rows(gbase, xbase, g, wd, wh, ww, <const void**>rows,
-                            <store_t*>((<uintptr_t>(rows + g.max_terms) + 63) & ~(<uintptr_t>63)),
-                            d0, d1, h0, h1)
-                return
+    if (acc_t is double and store_t is double) or (acc_t is float and store_t is not double):
+        if g.lanes_row:
+            # the row buffer of streamed blocks: after the row pointers, 64-byte aligned
+            _lanes_rows(gbase, xbase, g, wd, wh, ww, <const void**>rows,
+                        <store_t*>((<uintptr_t>(rows + g.max_terms) + 63) & ~(<uintptr_t>63)),
+                        d0, d1, h0, h1)
+            return
     if acc_t is float:
         if store_t is not double:
             if g.plane_regs:
