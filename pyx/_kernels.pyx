@@ -155,6 +155,8 @@ cdef extern from "pg_item.h" nogil:
         const double* wd
         const double* wh
         const double* ww
+        int strips
+        int nt
     int pg_fused_f64_run(const pg_fused64* f, const double* gbase, double* xbase,
                          Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1,
                          double* G, pg_pf* pf)
@@ -1613,7 +1615,14 @@ cdef class AvgGatherKernel(PlannedKernel):
             # and 2 threads (2-vCPU EPYC); its grow block where the E rows would be (the
             # scratch grows by what it needs more)
             g.fused64 = NULL
-            if (g.stage64 and g.gap == 1 and pg_have_avx2()
+            # stride 1 in strips of a line down each plane (pg_fused1_strips_f64), which
+            # outputs in the cache take too, with ordinary stores (any W from 8; streamed,
+            # W a multiple of 8): k3s1p1 NCHW 32 x 64 x 56 x 56 (streamed) took 0.78-0.82x
+            # the time of the register rows on 1 and 2 threads, 8 x 64 x 56 x 56 (in the
+            # cache) 0.81-0.85x that of the row loop (2-vCPU EPYC)
+            strips = (g.P == 1 and g.W >= 8 and gi6.shape[5] == 1 and not tstore
+                      and not g.fill and np.all(np.diff(np.asarray(hhi)) >= 0))
+            if ((g.stage64 or strips) and g.gap == 1 and pg_have_avx2()
                     and ((g.P == 2 and poly[3][0] + poly[3][1] <= 3
                           and np.all(np.asarray(hhi) - np.asarray(hlo) <= 2))
                          or (g.P == 1 and poly[3][0] <= 3
@@ -1630,6 +1639,8 @@ cdef class AvgGatherKernel(PlannedKernel):
                 self.f64.pc, self.f64.pm = g.pc, g.pm
                 self.f64.wd, self.f64.wh = &self.wd_d[0], &self.wh_d[0]
                 self.f64.ww = &self.ww_d[0] if scale_w else NULL
+                self.f64.strips = strips
+                self.f64.nt = g.stage64 != 0
                 g.fused64 = &self.f64
         else:
             if kind == K_F32:
@@ -1648,7 +1659,8 @@ cdef class AvgGatherKernel(PlannedKernel):
         # 16 x 64 x 112 x 112 took 0.80x the time on 1 thread, 0.85-0.95x on 2; its
         # channels-last twin lost 1.0-1.05x (2-vCPU EPYC)
         g.prefetch = prefetch and kind == K_F64 and g.L == 1
-        self.c_item = "region, fused" if g.fused64 != NULL else ""
+        self.c_item = ("" if g.fused64 == NULL else "region, fused" if self.f64.nt
+                       else "fused")
         # rows long enough to stream one by one (merged channels-last rows: C = 12 at 112
         # columns, C = 20 to 63 at stride 1) go through the item too: float32 streams them
         # as the item's region, 0.60-0.69x the time of the row loop here; 16-bit rows
@@ -1786,6 +1798,9 @@ cdef class AvgGatherKernel(PlannedKernel):
                               # the float64 register form's grow block, at the E rows
                               + (max(0, rows * (g.Wo + 2 * self.f64.epad) + self.f64.epad
                                      - rows * g.W) if g.fused64 != NULL else 0)
+                              # ... and the strips' T rows after it
+                              + (8 * (bh + 1) + 4 if g.fused64 != NULL and self.f64.strips
+                                 else 0)
                               + (self.it.epad + (rows if self.it.gblk_rows or self.it.region
                                                  else 1)
                                  * (g.Wo + 2 * self.it.epad)

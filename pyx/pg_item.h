@@ -757,6 +757,8 @@ typedef struct {
     ptrdiff_t P, W, Wo, gs2, gs3, xs2, xs3, qx1, q1, epad;
     const int64_t *dlo, *dhi, *hlo, *hhi, *pc, *pm;
     const double *wd, *wh, *ww;   /* ww NULL: no W weights */
+    int strips;                   /* stride 1 in strips (pg_fused1_strips_f64) */
+    int nt;                       /* streamed (else ordinary stores: strips only) */
 } pg_fused64;
 
 #if PG_X86_DISPATCH
@@ -819,6 +821,186 @@ typedef struct {
     }
 #define PG_FUSED64_ROWS1(M) PG_FUSED_RUN(f, double, _mm256_set1_pd, 4, 3, PG_FUSED64_ROW1, M)
 
+/* the grad_output rows of plane od, W-weighted, with their slots, into the grow block (as
+ * pg_fused_avx2_f64 forms them for all the item's planes) */
+PG_ALWAYS_INLINE
+static inline void pg_fused64_grow(const pg_fused64 *f, const double *gbase, ptrdiff_t od,
+                                   ptrdiff_t oh0, ptrdiff_t oh1, double *PG_RESTRICT gblk)
+{
+    const ptrdiff_t Wo = f->Wo, pd = f->epad, gstep = Wo + 2 * pd;
+    const double *PG_RESTRICT ww = f->ww;
+    const double padr = f->qx1 > f->q1 ? -0.0 : 0.0;
+    for (ptrdiff_t t = 0; t < pd; t++) gblk[t] = -0.0;
+    double *grow = gblk + pd;
+    for (ptrdiff_t oh = oh0; oh < oh1; oh++, grow += gstep) {
+        const double *PG_RESTRICT src = gbase + od * f->gs2 + oh * f->gs3;
+        for (ptrdiff_t j = 0; j < Wo; j++) grow[j] = ww ? src[j] * ww[j] : src[j];
+        grow[Wo] = padr;
+        for (ptrdiff_t t = 1; t < 2 * pd; t++) grow[Wo + t] = -0.0;
+    }
+}
+
+#if PG_X86_DISPATCH
+/*
+ * Stride 1 (P = 1): plane by plane, in strips of 8 columns walked down the plane's rows.
+ * Each E value (a grad_output row's phase sum at 4 columns, the same adds as
+ * PG_FUSED64_ROW1's) is formed once and kept in registers for the up to three grad_input
+ * rows it covers, where the row form sums it again for each (hhi is nondecreasing, so a
+ * row's windows are the last nh formed); each row k0 * E0 + k1 * E1 + k2 * E2 as there.
+ * In the cache (f->nt = 0) the strips are stored as they are, the last one overlapping
+ * the one before where W is not a multiple of 8.  Streamed (W a multiple of 8, the output
+ * 16-byte aligned) they lie on the output's lines, each streamed whole; where the rows
+ * start tb = 2, 4 or 6 values into a line, the line across two rows takes the last tb
+ * values of the strip at W - 8 (kept in T) and the first 8 - tb of the strip at 0, and
+ * the region's two partial end lines are stored by value.
+ */
+enum { PG_STRIP_STREAM, PG_STRIP_KEEP, PG_STRIP_SEAM, PG_STRIP_STORE };
+
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_seam_line(double *dst, __m256d t0, __m256d t1, __m256d u0, __m256d u1,
+                                int tb)
+{
+    __m256d lo, hi;
+    if (tb == 2) {
+        lo = _mm256_permute2f128_pd(t1, u0, 0x21);
+        hi = _mm256_permute2f128_pd(u0, u1, 0x21);
+    } else if (tb == 4) {
+        lo = t1;
+        hi = u0;
+    } else {
+        lo = _mm256_permute2f128_pd(t0, t1, 0x21);
+        hi = _mm256_permute2f128_pd(t1, u0, 0x21);
+    }
+    _mm256_stream_pd(dst, lo);
+    _mm256_stream_pd(dst + 4, hi);
+}
+
+/* one strip: columns q .. q + 7 of rows h0 .. h1 (x: row h0's column q) */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_strip64(const pg_fused64 *f, const double *grow0, ptrdiff_t gstep,
+                              ptrdiff_t oh0, double kd, ptrdiff_t h0, ptrdiff_t h1,
+                              ptrdiff_t q, const int M, const int mode, int tb, double *x,
+                              double *T, double *carry, pg_pf *nx)
+{
+    const __m256d z = _mm256_setzero_pd();
+    const double *const g0 = grow0 + f->pc[0] + q;
+    /* (the table pointers in registers: the stores may alias f) */
+    const int64_t *const hlo = f->hlo, *const hhi = f->hhi;
+    const double *const wh = f->wh;
+    const ptrdiff_t W = f->W;
+    __m256d a0 = z, a1 = z, b0 = z, b1 = z, c0 = z, c1 = z;
+    ptrdiff_t top = oh0;
+    for (ptrdiff_t ih = h0; ih < h1; ih++, x += W) {
+        const ptrdiff_t p = hlo[ih], e = hhi[ih], nh = e - p;
+        pg_pf_step(nx, 1);
+        for (; top < e; top++) {
+            a0 = b0; a1 = b1; b0 = c0; b1 = c1;
+            PG_PHASE_SUM4D(c0, g0 + (top - oh0) * gstep, M, 0)
+            PG_PHASE_SUM4D(c1, g0 + (top - oh0) * gstep, M, 4)
+        }
+        __m256d v0, v1;
+        if (nh == 3) {
+            const __m256d k0 = _mm256_set1_pd(kd * wh[p]);
+            const __m256d k1 = _mm256_set1_pd(kd * wh[p + 1]);
+            const __m256d k2 = _mm256_set1_pd(kd * wh[p + 2]);
+            v0 = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(k0, a0), _mm256_mul_pd(k1, b0)),
+                               _mm256_mul_pd(k2, c0));
+            v1 = _mm256_add_pd(_mm256_add_pd(_mm256_mul_pd(k0, a1), _mm256_mul_pd(k1, b1)),
+                               _mm256_mul_pd(k2, c1));
+        } else if (nh == 2) {
+            const __m256d k0 = _mm256_set1_pd(kd * wh[p]);
+            const __m256d k1 = _mm256_set1_pd(kd * wh[p + 1]);
+            v0 = _mm256_add_pd(_mm256_mul_pd(k0, b0), _mm256_mul_pd(k1, c0));
+            v1 = _mm256_add_pd(_mm256_mul_pd(k0, b1), _mm256_mul_pd(k1, c1));
+        } else if (nh == 1) {
+            const __m256d k0 = _mm256_set1_pd(kd * wh[p]);
+            v0 = _mm256_mul_pd(k0, c0);
+            v1 = _mm256_mul_pd(k0, c1);
+        } else {   /* no window: +0.0 */
+            v0 = v1 = z;
+        }
+        if (mode == PG_STRIP_STREAM) {
+            _mm256_stream_pd(x, v0);
+            _mm256_stream_pd(x + 4, v1);
+        } else if (mode == PG_STRIP_STORE) {
+            _mm256_storeu_pd(x, v0);
+            _mm256_storeu_pd(x + 4, v1);
+        } else if (mode == PG_STRIP_KEEP) {
+            double *const t = T + 8 * (ih - h0);
+            _mm256_store_pd(t, v0);
+            _mm256_store_pd(t + 4, v1);
+        } else {   /* the line from the row before's last tb values and these */
+            const double *const t = ih > h0 ? T + 8 * (ih - h0 - 1) : carry;
+            if (ih > h0 || carry != NULL) {
+                pg_seam_line(x - tb, _mm256_load_pd(t), _mm256_load_pd(t + 4), v0, v1, tb);
+            } else {   /* the region's first line: this row's values only */
+                double y[8];
+                _mm256_storeu_pd(y, v0);
+                _mm256_storeu_pd(y + 4, v1);
+                for (int k = 0; k < 8 - tb; k++) x[k] = y[k];
+            }
+        }
+    }
+}
+
+#define PG_STRIP64(q, MODE, x)                                                              \
+    switch (f->pm[0]) {                                                                     \
+    case 1: pg_strip64(f, grow0, gstep, oh0, kd, h0, h1, q, 1, MODE, tb, x, T, cr, &nx); break; \
+    case 2: pg_strip64(f, grow0, gstep, oh0, kd, h0, h1, q, 2, MODE, tb, x, T, cr, &nx); break; \
+    default: pg_strip64(f, grow0, gstep, oh0, kd, h0, h1, q, 3, MODE, tb, x, T, cr, &nx); break; \
+    }
+
+/* T: 8 * (h1 - h0 + 1) doubles, 32-byte aligned, after the grow block */
+PG_TARGET_AVX2
+static void pg_fused1_strips_f64(const pg_fused64 *f, const double *gbase, double *x0,
+                                 ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
+                                 double *PG_RESTRICT gblk, double *PG_RESTRICT T, pg_pf *pf)
+{
+    const ptrdiff_t W = f->W, pd = f->epad, gstep = f->Wo + 2 * pd, nr = h1 - h0;
+    const ptrdiff_t oh0 = f->hlo[h0], oh1 = f->hhi[h1 - 1];
+    const double *const grow0 = gblk + pd;
+    const int tb = (int)(((uintptr_t)x0 & 63u) / 8u);   /* (0, 2, 4 or 6) */
+    const ptrdiff_t qa = tb ? 8 - tb : 0, qb = tb ? W - 8 - tb : W - 8;   /* whole lines */
+    double *const carry = T + 8 * nr;
+    double *cr = NULL;   /* the row before's tail, where it is in the region */
+    for (ptrdiff_t idd = d0; idd < d1; idd++) {
+        const ptrdiff_t od = f->dlo[idd];
+        const double kd = f->wd[od];
+        double *const xp = x0 + (idd - d0) * f->xs2;
+        pg_fused64_grow(f, gbase, od, oh0, oh1, gblk);
+        pg_pf_step(pf, nr);
+        /* the next plane's grad_output rows (where they follow each other), spread over
+         * this plane's strips */
+        pg_pf nx = {0};
+        if (idd + 1 < d1 && f->gs3 == f->Wo && oh1 > oh0) {
+            nx.p = (const char *)(gbase + f->dlo[idd + 1] * f->gs2 + oh0 * f->gs3);
+            nx.n = (oh1 - oh0) * f->Wo * (ptrdiff_t)sizeof(double);
+            const ptrdiff_t steps = (W / 8 + (tb != 0)) * nr;
+            nx.per = ((nx.n + 63) / 64 + steps - 1) / steps;
+        }
+        if (!f->nt) {   /* in the cache: ordinary stores, no seams (W not a multiple of 8:
+                         * the last strip overlaps the one before, storing the same bits) */
+            for (ptrdiff_t q = 0; q < W; q += 8) {
+                const ptrdiff_t qq = q + 8 <= W ? q : W - 8;
+                PG_STRIP64(qq, PG_STRIP_STORE, xp + qq)
+            }
+            continue;
+        }
+        for (ptrdiff_t q = qa; q <= qb; q += 8) PG_STRIP64(q, PG_STRIP_STREAM, xp + q)
+        if (tb) {
+            PG_STRIP64(W - 8, PG_STRIP_KEEP, xp)
+            PG_STRIP64(0, PG_STRIP_SEAM, xp)
+            memcpy(carry, T + 8 * (nr - 1), 8 * sizeof(double));
+            cr = carry;
+        }
+    }
+    if (tb && f->nt) {   /* the region's last line: the last row's last tb values */
+        double *const x = x0 + (d1 - 1 - d0) * f->xs2 + nr * W - tb;
+        for (int k = 0; k < tb; k++) x[k] = carry[8 - tb + k];
+    }
+}
+#endif
+
 PG_TARGET_AVX2
 static void pg_fused_avx2_f64(const pg_fused64 *f, const double *gbase, double *x0,
                               ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
@@ -829,20 +1011,17 @@ static void pg_fused_avx2_f64(const pg_fused64 *f, const double *gbase, double *
     const ptrdiff_t oh0 = f->hlo[h0], oh1 = f->hhi[h1 - 1];
     const ptrdiff_t noh = oh1 > oh0 ? oh1 - oh0 : 0, gstep = Wo + 2 * pd;
     const ptrdiff_t pc0 = f->pc[0], pc1 = f->P > 1 ? f->pc[1] : 0;
-    const double *PG_RESTRICT ww = f->ww;
-    const double padr = f->qx1 > f->q1 ? -0.0 : 0.0;
-    /* the grow block: each grad_output row W-weighted, its slots after it (+0.0 where the
-     * interior is not widened past its end, then -0.0) and the next row's before it */
-    for (ptrdiff_t t = 0; t < pd; t++) gblk[t] = -0.0;
-    double *grow = gblk + pd;
-    for (ptrdiff_t od = od0; od < od1; od++) {
-        for (ptrdiff_t oh = oh0; oh < oh1; oh++, grow += gstep) {
-            const double *PG_RESTRICT src = gbase + od * f->gs2 + oh * f->gs3;
-            for (ptrdiff_t j = 0; j < Wo; j++) grow[j] = ww ? src[j] * ww[j] : src[j];
-            grow[Wo] = padr;
-            for (ptrdiff_t t = 1; t < 2 * pd; t++) grow[Wo + t] = -0.0;
-        }
+    if (f->strips && (!f->nt || (W % 8 == 0 && ((uintptr_t)x0 & 15u) == 0))) {
+        pg_fused1_strips_f64(f, gbase, x0, d0, d1, h0, h1, gblk,
+                             (double *)(((uintptr_t)(gblk + pd + (oh1 - oh0) * gstep) + 31u)
+                                        & ~(uintptr_t)31u), pf);
+        return;
     }
+    /* the grow block: each grad_output row W-weighted, its slots after it (+0.0 where the
+     * interior is not widened past its end, then -0.0) and the next row's before it, the
+     * item's planes one after another */
+    for (ptrdiff_t od = od0; od < od1; od++)
+        pg_fused64_grow(f, gbase, od, oh0, oh1, gblk + (od - od0) * noh * gstep);
     pg_vs vs;
     pg_vs_begin(&vs, (float *)x0, 2 * (d1 - d0) * (h1 - h0) * W);
     if (f->P == 1) {

@@ -711,6 +711,64 @@ def test_fused_region_at_every_offset_from_a_line(dtype, x_shape, split, request
                 assert np.all(raw[base + off + out.nbytes:] == guard), (args, off, nt)
 
 
+# float64 stride 1 in strips of 8 columns (pg_item.h's pg_fused1_strips_f64): one strip
+# (W = 8) and several, W = 12 and 28 not whole strips, planes of 3 to 13 rows, one plane
+# and several an item
+STRIP_SHAPES = [(1, 1, 5, 8), (2, 3, 13, 16), (1, 2, 3, 24), (1, 2, 7, 56), (2, 2, 6, 12),
+                (1, 3, 4, 28)]
+STRIP_POOLS = [(3, 1, 1, False, True, 0), (3, 1, 1, True, False, 0), (2, 1, 0, False, True, 0),
+               (3, 1, 0, True, True, 5), (2, 1, 1, False, False, 0), (1, 1, 0, False, True, 0)]
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="an AVX2 path")
+@pytest.mark.parametrize("split", [False, True], ids=["planes", "split"])
+@pytest.mark.parametrize("region", [False, True], ids=["cache", "streamed"])
+@pytest.mark.parametrize("x_shape", STRIP_SHAPES)
+def test_float64_stride1_strips(x_shape, region, split, request, monkeypatch):
+    """float64 stride-1 gradients formed in strips of a line walked down each plane, with
+    ordinary stores (outputs in the cache: any offset of a value from a line; W = 12 and
+    28 end in a strip that overlaps the one before) or streamed
+    (where grad_input lies 0, 16, 32 or 48 bytes from a line, the lines across two rows
+    and planes from two strips; 8, 24, ... take the register rows): the same bits as the
+    row loop (the same call into a grad_input whose rows are not contiguous), and nothing
+    written outside grad_input.  NaN, Inf and -0.0 among the values, grad_output reversed
+    along H too."""
+    rng = np.random.default_rng(41)
+    if region:
+        request.getfixturevalue("stream_regions")
+    if split:
+        request.getfixturevalue("split_items")
+    else:
+        monkeypatch.setattr(_plan, "MIN_ITEM_VALUES", 1 << 62)
+    _plan.gather_geometry.cache_clear()
+    size = int(np.prod(x_shape))
+    raw = np.empty(8 * size + 256, np.uint8)
+    base = -raw.ctypes.data % 64
+    wide = np.empty(x_shape[:3] + (x_shape[3] + 1,))
+    for k, st, p, ceil, cip, div in STRIP_POOLS:
+        y = pg.avg_pool2d(np.zeros(x_shape), k, st, p, ceil_mode=ceil, count_include_pad=cip)
+        go = make_array(y.shape, np.float64, rng)
+        go.reshape(-1)[rng.integers(0, go.size, 3)] = [np.nan, np.inf, -0.0]
+        for g in (go, go[..., ::-1, :]):
+            ref = wide[..., :x_shape[3]]
+            pg.AvgPool2dBackward(g, x_shape, k, st, p, ceil, cip, div, 0, ref).execute()
+            want = _bits(ref)
+            for off in range(0, 64, 8):
+                raw.fill(0xA7)
+                out = raw[base + off:base + off + 8 * size].view(np.float64).reshape(x_shape)
+                op = pg.AvgPool2dBackward(g, x_shape, k, st, p, ceil, cip, div, 0, out)
+                assert op._kernel.c_item == ("region, fused" if region else "fused"), (
+                    x_shape, k, st, p)
+                for nt in (1, 2):
+                    out[...] = 7
+                    op.execute(n_threads=nt)
+                    args = (k, st, p, ceil, cip, div, off, nt)
+                    assert np.array_equal(_bits(out), want), args
+                    assert np.all(raw[:base + off] == 0xA7), args
+                    assert np.all(raw[base + off + out.nbytes:] == 0xA7), args
+    _plan.gather_geometry.cache_clear()
+
+
 SIMD_AVG = [  # (x shape, kernel, stride, padding, count_include_pad)
     ((2, 3, 21, 37), 3, 2, 1, True),       # phases of 1 and 2 taps
     ((2, 3, 20, 40), 2, 2, 0, True),       # 1 and 1
