@@ -647,6 +647,17 @@ def test_staged_region_at_every_offset_from_a_line(x_shape, split, simd, request
             assert np.all(ws_raw[:at] == 0xA5) and np.all(ws_raw[at + ws.size:] == 0xA5)
 
 
+def _region_items(request, monkeypatch, region, split):
+    """Streamed row blocks (or not), and items of single rows (split) or of whole planes."""
+    if region:
+        request.getfixturevalue("stream_regions")
+    if split:
+        request.getfixturevalue("split_items")
+    else:
+        monkeypatch.setattr(_plan, "MIN_ITEM_VALUES", 1 << 62)
+    _plan.gather_geometry.cache_clear()
+
+
 # rows of 16 to 112 columns (interiors of whole blocks of eight, and 12 = 4 mod 8), planes
 # of 5 to 20 rows, odd and even
 FUSED_SHAPES = [(1, 2, 9, 16), (2, 3, 13, 24), (2, 2, 7, 48), (1, 2, 20, 112)]
@@ -688,12 +699,7 @@ def test_fused_region_at_every_offset_from_a_line(dtype, x_shape, split, request
             want = _bits(pg.avg_pool2d_backward(go, x_shape, k, st, p, ceil_mode=ceil,
                                                 count_include_pad=cip))
             runs.append(((k, st, p, ceil, cip), go, want, "fd"[es // 8] in which))
-    request.getfixturevalue("stream_regions")
-    if split:
-        request.getfixturevalue("split_items")
-    else:
-        monkeypatch.setattr(_plan, "MIN_ITEM_VALUES", 1 << 62)
-    _plan.gather_geometry.cache_clear()
+    _region_items(request, monkeypatch, True, split)
     guard = 0xA7
     raw = np.empty(es * size + 256, np.uint8)
     base = -raw.ctypes.data % 64
@@ -734,13 +740,7 @@ def test_float64_stride1_strips(x_shape, region, split, request, monkeypatch):
     written outside grad_input.  NaN, Inf and -0.0 among the values, grad_output reversed
     along H too."""
     rng = np.random.default_rng(41)
-    if region:
-        request.getfixturevalue("stream_regions")
-    if split:
-        request.getfixturevalue("split_items")
-    else:
-        monkeypatch.setattr(_plan, "MIN_ITEM_VALUES", 1 << 62)
-    _plan.gather_geometry.cache_clear()
+    _region_items(request, monkeypatch, region, split)
     size = int(np.prod(x_shape))
     raw = np.empty(8 * size + 256, np.uint8)
     base = -raw.ctypes.data % 64
