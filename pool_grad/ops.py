@@ -107,27 +107,21 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     if geometry is None:
         geometry = _plan.gather_geometry(spec, gi6.shape, acc, _threads.CPU_COUNT, folded)
     tables, taps, runs, poly, weights, bd, bh, rows, terms, scale_w = geometry
-    n, c, d, h, w, lanes = gi6.shape
-    # the kernel's scratch per thread (AvgGatherKernel.scratch_elems), with the float32
-    # region's stage (at most 2 * w + 600 elements) counted whether or not it is used, and
-    # the E-row formers' grow block wherever there is a polyphase interior
-    scratch = (8 if go.dtype == np.float64 else 4) * (
-        3 * terms + (go6.shape[4] + 2 + 2 * w + rows * w
-                     + (2 * h * w + rows * (go6.shape[4] + 2) if tstore else 0)) * lanes
-        + (rows * 16 * min(lanes, 16) if tstore else 0)
-        + (poly[6] + rows * (go6.shape[4] + 2 * poly[6]) if poly is not None else 0)
-        + 2 * w + 600)
-    v.memory_fits(scratch * _threads.CPU_COUNT, "grad_output", "scratch rows")
+    w = gi6.shape[4]
     nt = _threads.planned()
-    return _kernels.AvgGatherKernel(go6, gi6, _plan.KINDS[go.dtype], rnd, tables, taps,
-                                    runs, poly, weights, bd, bh, rows, terms, scale_w,
-                                    _plan.streaming(gi6, nt), tstore, fill,
-                                    _plan.streaming_region(
-                                        gi6, nt, _plan.FOLDED_REGION_ROW_BYTES
-                                        if folded and not disjoint else None),
-                                    _plan.streaming_region(gi6, nt, 0),
-                                    tstore and _plan.plane_regs(w, gi6.itemsize, taps),
-                                    _plan.prefetching(go6))
+    kernel = _kernels.AvgGatherKernel(go6, gi6, _plan.KINDS[go.dtype], rnd, tables, taps,
+                                      runs, poly, weights, bd, bh, rows, terms, scale_w,
+                                      _plan.streaming(gi6, nt), tstore, fill,
+                                      _plan.streaming_region(
+                                          gi6, nt, _plan.FOLDED_REGION_ROW_BYTES
+                                          if folded and not disjoint else None),
+                                      _plan.streaming_region(gi6, nt, 0),
+                                      tstore and _plan.plane_regs(w, gi6.itemsize, taps),
+                                      _plan.prefetching(go6))
+    # building the kernel allocates nothing in proportion to its scratch: refuse here,
+    # before any workspace, scratch a thread that no machine of this memory could hold
+    v.memory_fits(kernel.scratch_bytes * _threads.CPU_COUNT, "grad_output", "scratch rows")
+    return kernel
 
 
 class AvgPool2dBackward(Operator):

@@ -258,10 +258,10 @@ def test_kernel_index_arithmetic_is_64_bit():
     assert not bad, "32-bit or platform-sized integers in the kernels: " + "; ".join(bad)
 
 
-def test_gather_scratch_estimate_covers_the_kernel(monkeypatch):
-    """The average-pool gradient refuses, before building its kernel, per-thread scratch
-    that could never fit in memory; its estimate must not be below what the kernel then
-    asks for (AvgGatherKernel.scratch_bytes), on every path: float32 rows and regions
+def test_gather_scratch_check_is_the_kernels(monkeypatch):
+    """The average-pool gradient refuses, at planning, per-thread scratch that could never
+    fit in memory; the bytes it checks are what the kernel asks for
+    (AvgGatherKernel.scratch_bytes) times the CPUs, on every path: float32 rows and regions
     (with their stage), 16-bit, float64, channels-last lanes, small planes stored whole."""
     from pool_grad import _plan, _threads, _validate
 
@@ -296,12 +296,39 @@ def test_gather_scratch_estimate_covers_the_kernel(monkeypatch):
                     seen.clear()
                     op = pg.AvgPool2dBackward(go, x, k, s, p, False, True, 0, 0, gi)
                     assert len(seen) == 1
-                    assert seen[0] // _threads.CPU_COUNT >= op._kernel.scratch_bytes, (
+                    assert seen[0] == _threads.CPU_COUNT * op._kernel.scratch_bytes, (
                         shape, dt, channels_last, region, op._kernel.c_item)
         for shape, out in [((2, 3, 5, 30, 300), (2, 7, 9)), ((1, 4, 4, 4, 4), (1, 1, 1))]:
             go = rng.standard_normal(shape[:2] + out).astype(np.float32)
             seen.clear()
             op = pg.AdaptiveAvgPool3dBackward(go, np.zeros(shape, np.float32),
                                               np.empty(shape, np.float32))
-            assert len(seen) == 1 and seen[0] // _threads.CPU_COUNT >= op._kernel.scratch_bytes
+            assert len(seen) == 1 and seen[0] == _threads.CPU_COUNT * op._kernel.scratch_bytes
     _plan.gather_geometry.cache_clear()
+
+
+@pytest.mark.parametrize("fn", ["avg_pool2d_backward", "AvgPool2dBackward",
+                                "adaptive_avg_pool3d_backward"])
+def test_gather_scratch_beyond_memory_is_161002(monkeypatch, fn):
+    """Scratch that this machine's memory could not hold for every CPU: 161002 at
+    planning, naming grad_output and the scratch, with grad_input untouched."""
+    from pool_grad import _threads, _validate, functions
+
+    monkeypatch.setattr(functions, "_cache", {})   # plan every call afresh
+    go = np.ones((2, 3, 4, 4), np.float32)
+    gi = np.full((2, 3, 8, 8), 7.0, np.float32)
+    op = pg.AvgPool2dBackward(go, gi, 2, 2, 0, False, True, 0, 0, gi)
+    need = _threads.CPU_COUNT * op._kernel.scratch_bytes
+    monkeypatch.setattr(_validate, "physical_memory", lambda: need - 1)
+    if fn == "avg_pool2d_backward":
+        call = lambda: pg.avg_pool2d_backward(go, gi.shape, 2, 2, 0, out=gi)
+    elif fn == "AvgPool2dBackward":
+        call = lambda: pg.AvgPool2dBackward(go, gi, 2, 2, 0, False, True, 0, 0, gi)
+    else:
+        go3, gi3 = go[:, :, None], np.full((2, 3, 1, 8, 8), 7.0, np.float32)
+        call = lambda: pg.adaptive_avg_pool3d_backward(go3, gi3, out=gi3)
+        gi = gi3
+    with pytest.raises(pg.ParamInvalidError, match="grad_output.*scratch rows") as e:
+        call()
+    assert e.value.code == 161002
+    assert (gi == 7.0).all()
