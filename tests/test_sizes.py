@@ -315,19 +315,21 @@ def test_gather_scratch_beyond_memory_is_161002(monkeypatch, fn):
     from pool_grad import _threads, _validate, functions
 
     monkeypatch.setattr(functions, "_cache", {})   # plan every call afresh
-    go = np.ones((2, 3, 4, 4), np.float32)
-    gi = np.full((2, 3, 8, 8), 7.0, np.float32)
-    op = pg.AvgPool2dBackward(go, gi, 2, 2, 0, False, True, 0, 0, gi)
+    if fn == "adaptive_avg_pool3d_backward":
+        go = np.ones((2, 3, 1, 4, 4), np.float32)
+        gi = np.full((2, 3, 1, 8, 8), 7.0, np.float32)
+        op = pg.AdaptiveAvgPool3dBackward(go, gi, gi)
+        call = lambda: pg.adaptive_avg_pool3d_backward(go, gi, out=gi)
+    else:
+        go = np.ones((2, 3, 4, 4), np.float32)
+        gi = np.full((2, 3, 8, 8), 7.0, np.float32)
+        op = pg.AvgPool2dBackward(go, gi, 2, 2, 0, False, True, 0, 0, gi)
+        if fn == "avg_pool2d_backward":
+            call = lambda: pg.avg_pool2d_backward(go, gi.shape, 2, 2, 0, out=gi)
+        else:
+            call = lambda: pg.AvgPool2dBackward(go, gi, 2, 2, 0, False, True, 0, 0, gi)
     need = _threads.CPU_COUNT * op._kernel.scratch_bytes
     monkeypatch.setattr(_validate, "physical_memory", lambda: need - 1)
-    if fn == "avg_pool2d_backward":
-        call = lambda: pg.avg_pool2d_backward(go, gi.shape, 2, 2, 0, out=gi)
-    elif fn == "AvgPool2dBackward":
-        call = lambda: pg.AvgPool2dBackward(go, gi, 2, 2, 0, False, True, 0, 0, gi)
-    else:
-        go3, gi3 = go[:, :, None], np.full((2, 3, 1, 8, 8), 7.0, np.float32)
-        call = lambda: pg.adaptive_avg_pool3d_backward(go3, gi3, out=gi3)
-        gi = gi3
     with pytest.raises(pg.ParamInvalidError, match="grad_output.*scratch rows") as e:
         call()
     assert e.value.code == 161002
