@@ -1622,7 +1622,11 @@ cdef class AvgGatherKernel(PlannedKernel):
             # cache) 0.81-0.85x that of the row loop (2-vCPU EPYC)
             strips = (g.P == 1 and g.W >= 8 and gi6.shape[5] == 1 and not tstore
                       and not g.fill and np.all(np.diff(np.asarray(hhi)) >= 0))
-            if ((g.stage64 or strips) and g.gap == 1 and pg_have_avx2()
+            # stride 2 in the cache too, with ordinary stores (pg_vs, nt = 0): k3s2p1 at
+            # 56x56 and 112x112, 3-6 MB, took 0.54-0.65x the time of the row loop on 1
+            # and 2 threads (2-vCPU EPYC)
+            cached2 = (g.P == 2 and gi6.shape[5] == 1 and not tstore and not g.fill)
+            if ((g.stage64 or strips or cached2) and g.gap == 1 and pg_have_avx2()
                     and ((g.P == 2 and poly[3][0] + poly[3][1] <= 3
                           and np.all(np.asarray(hhi) - np.asarray(hlo) <= 2))
                          or (g.P == 1 and poly[3][0] <= 3
@@ -1743,22 +1747,27 @@ cdef class AvgGatherKernel(PlannedKernel):
                                   and _max_run(dlo, dhi) == 1)
                 if self.it.staged:
                     self.it.pair_nt = 0
-            # the E-row formers' grow block (pg_item.h), after the E rows and the stage
-            self.it.gblk = rows * g.W + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
-                                         if self.it.region or self.it.staged else 0)
             self.it.gblk_rows = g.P == 2 and g.Wo <= GROW_BLOCK_WO
             # regions whose E values are formed in registers, not stored (pg_item.h's
             # pg_item_fused_avx2): stride 2 along W with phases of at most three terms in
             # all, no edge columns, rows of whole vectors, at most two covering windows
             # along H and one along D.  k3s2p1 32x64x112x112 took 0.81-0.84x the time on
-            # 1 thread, 0.69-0.77x on 2; more terms to form again lost (2-vCPU EPYC)
-            self.it.fused = (self.it.region and pg_have_avx2() and g.P == 2 and g.gap == 1
+            # 1 thread, 0.69-0.77x on 2; more terms to form again lost (2-vCPU EPYC).
+            # Outputs in the cache take it too, with ordinary stores (pg_vs, nt = 0; not
+            # the one-term rows: k2s2 stays `single`): k3s2p1 at 56x56 and 112x112, 3-6 MB,
+            # took 0.88-0.91x the time of the row loop on 1 and 2 threads (2-vCPU EPYC)
+            self.it.fused = ((self.it.region or (kind == K_F32 and not self.it.single))
+                             and pg_have_avx2() and g.P == 2 and g.gap == 1
                              and poly[3][0] + poly[3][1] <= 3
                              and self.it.qx0 == 0 and 2 * self.it.qx1 == g.W
                              and self.it.qx1 >= 8 and g.Wo >= 8 and g.W % 8 == 0
                              and g.xs[3] == g.W
                              and np.all(np.asarray(dhi) - np.asarray(dlo) == 1)
                              and np.all(np.asarray(hhi) - np.asarray(hlo) <= 2))
+            # the E-row formers' grow block (pg_item.h), after the E rows and the stage
+            self.it.gblk = rows * g.W + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
+                                         if self.it.region or self.it.staged or self.it.fused
+                                         else 0)
             g.item_f32 = &self.it
             # one-term items prefetch the next item's grad_output rows while they write
             # (pg_pf): k2s2 NCHW 32 x 256 x 56 x 56, float32 / float16 / bfloat16, took
@@ -1770,7 +1779,8 @@ cdef class AvgGatherKernel(PlannedKernel):
                            "single, staged" if self.it.staged else
                            "single" if self.it.single else
                            "narrow" if self.it.spread != NULL else
-                           "region, fused" if self.it.fused else
+                           "region, fused" if self.it.fused and self.it.region else
+                           "fused" if self.it.fused else
                            "region" if self.it.region else "rows")
         if g.lanes_row:
             self.c_item = "lanes"
@@ -1792,7 +1802,8 @@ cdef class AvgGatherKernel(PlannedKernel):
                               + ((2 * bh * g.W + rows * (g.Wo + 2)) * g.L if tstore else 0)
                               + (rows * 16 * min(g.L, PG_PLANE_CH) if g.plane_regs else 0)
                               + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
-                                 if g.item_f32 != NULL and (self.it.region or self.it.staged)
+                                 if g.item_f32 != NULL and (self.it.region or self.it.staged
+                                                            or self.it.fused)
                                  else 0)
                               + ((PG_STAGE_MEM(g.stage64) + 7) // 8 if g.stage64 else 0)
                               # the float64 register form's grow block, at the E rows
@@ -1802,7 +1813,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                               + (8 * (bh + 1) + 4 if g.fused64 != NULL and self.f64.strips
                                  else 0)
                               + (self.it.epad + (rows if self.it.gblk_rows or self.it.region
-                                                 else 1)
+                                                 or self.it.fused else 1)
                                  * (g.Wo + 2 * self.it.epad)
                                  if g.item_f32 != NULL and (g.P == 1 or g.P == 2) else 0))
         # whole pairs of cache lines a thread: the channels-last rows' scratch (a few row

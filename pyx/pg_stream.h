@@ -1503,26 +1503,29 @@ static inline void pg_stage_end(pg_stage *s, int avx)
  * floats), streamed where its line lies whole in the region, else stored masked to the
  * region's own floats (the partial lines at the region's ends, as in pg_sw).  One stream
  * store a vector, where the stage (pg_stage) stores each value twice and loads it once.
+ * With nt = 0 (an output in the cache) each vector lying whole in the region gets an
+ * ordinary aligned store, and only the region's partial vectors are masked.
  */
 typedef struct {
     float *a;              /* next aligned output vector */
     float *r0, *r1;        /* the region */
-    float *w0, *w1;        /* its whole lines */
+    float *w0, *w1;        /* its whole lines (nt = 0: its whole vectors) */
     __m256 prev;           /* the last vector pushed */
     __m256i perm, hi;      /* lane i takes float (i - sh) & 7; lanes sh.. set */
     int sh;
 } pg_vs;
 
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_vs_begin(pg_vs *v, float *dst, ptrdiff_t n)
+static inline void pg_vs_begin(pg_vs *v, float *dst, ptrdiff_t n, int nt)
 {
     const ptrdiff_t sh = (ptrdiff_t)(((uintptr_t)dst & 31u) / 4u);
+    const uintptr_t unit = nt ? 63u : 31u;
     v->sh = (int)sh;
     v->a = dst - sh;
     v->r0 = dst;
     v->r1 = dst + n;
-    v->w0 = (float *)(((uintptr_t)dst + 63u) & ~(uintptr_t)63u);
-    v->w1 = (float *)(((uintptr_t)(dst + n)) & ~(uintptr_t)63u);
+    v->w0 = (float *)(((uintptr_t)dst + unit) & ~unit);
+    v->w1 = (float *)(((uintptr_t)(dst + n)) & ~unit);
     const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
     v->perm = _mm256_and_si256(_mm256_sub_epi32(lane, _mm256_set1_epi32((int)sh)),
                                _mm256_set1_epi32(7));
@@ -1530,13 +1533,16 @@ static inline void pg_vs_begin(pg_vs *v, float *dst, ptrdiff_t n)
     v->prev = _mm256_setzero_ps();
 }
 
-/* the output vector at v->a, from lanes of the vector before and the vector now */
+/* the output vector at v->a, from lanes of the vector before and the vector now; nt as
+ * at pg_vs_begin, a constant where it is called (a test of it at each store had cost
+ * k3s2p1 in the cache 1.35x the time) */
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_vs_put(pg_vs *v, __m256 s)
+static inline void pg_vs_put(pg_vs *v, __m256 s, const int nt)
 {
     float *const a = v->a;
     if (a >= v->w0 && a + 8 <= v->w1) {
-        _mm256_stream_ps(a, s);
+        if (nt) _mm256_stream_ps(a, s);
+        else _mm256_store_ps(a, s);
     } else {   /* a partial line: the region's floats only */
         const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
         const __m256i lo = _mm256_set1_epi32((int)(v->r0 - a) - 1);
@@ -1549,7 +1555,7 @@ static inline void pg_vs_put(pg_vs *v, __m256 s)
 }
 
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_vs_push(pg_vs *v, __m256 x)
+static inline void pg_vs_push(pg_vs *v, __m256 x, const int nt)
 {
     __m256 s;
     if (v->sh == 0)
@@ -1561,14 +1567,14 @@ static inline void pg_vs_push(pg_vs *v, __m256 x)
                              _mm256_permutevar8x32_ps(x, v->perm),
                              _mm256_castsi256_ps(v->hi));
     v->prev = x;
-    pg_vs_put(v, s);
+    pg_vs_put(v, s, nt);
 }
 
 /* the last output vector (the region's last sh floats) */
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_vs_end(pg_vs *v)
+static inline void pg_vs_end(pg_vs *v, const int nt)
 {
-    if (v->sh) pg_vs_push(v, _mm256_setzero_ps());
+    if (v->sh) pg_vs_push(v, _mm256_setzero_ps(), nt);
 }
 #endif
 

@@ -674,16 +674,19 @@ FUSED_POOLS = [(3, 2, 1, False, True, "fd"), (3, 2, 1, True, False, "fd"),
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="an AVX2 path")
 @pytest.mark.parametrize("split", [False, True], ids=["planes", "split"])
+@pytest.mark.parametrize("region", [False, True], ids=["cache", "streamed"])
 @pytest.mark.parametrize("x_shape", FUSED_SHAPES)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
-def test_fused_region_at_every_offset_from_a_line(dtype, x_shape, split, request,
+def test_fused_region_at_every_offset_from_a_line(dtype, x_shape, region, split, request,
                                                   monkeypatch):
-    """The float32 and float64 regions whose E values are formed in registers and pushed
+    """The float32 and float64 items whose E values are formed in registers and pushed
     through the register-fed writer (pg_item.h's pg_item_fused_avx2 and
-    pg_fused_avx2_f64, pg_stream.h's pg_vs), where they apply and where not: grad_input at every offset of a whole value
-    from a cache line, grad_output contiguous and reversed along H, items of whole planes
-    and of single rows, 1 and 2 threads.  The same bits as ordinary stores, and nothing
-    written outside grad_input."""
+    pg_fused_avx2_f64, pg_stream.h's pg_vs), where they apply and where not, streamed
+    (outputs larger than the cache) or with ordinary stores (in the cache): grad_input at
+    every offset of a whole value from a cache line, grad_output contiguous and reversed
+    along H, items of whole planes and of single rows, 1 and 2 threads.  The same bits as
+    the row loop (the reference: the default plan, taken before the region and item
+    settings), and nothing written outside grad_input."""
     rng = np.random.default_rng(23)
     es = np.dtype(dtype).itemsize
     size = int(np.prod(x_shape))
@@ -696,10 +699,14 @@ def test_fused_region_at_every_offset_from_a_line(dtype, x_shape, split, request
         signed = make_array(y.shape, dtype, rng)
         signed[..., 0] = signed[..., -1] = -0.0
         for go in (signed, make_array(y.shape, dtype, rng)[..., ::-1, :]):
-            want = _bits(pg.avg_pool2d_backward(go, x_shape, k, st, p, ceil_mode=ceil,
-                                                count_include_pad=cip))
-            runs.append(((k, st, p, ceil, cip), go, want, "fd"[es // 8] in which))
-    _region_items(request, monkeypatch, True, split)
+            # the reference: rows of grad_input apart in memory, which the register form
+            # never takes
+            ref = np.empty(x_shape[:3] + (x_shape[3] + 1,), dtype)[..., :x_shape[3]]
+            op = pg.AvgPool2dBackward(go, x_shape, k, st, p, ceil, cip, 0, 0, ref)
+            assert "fused" not in op._kernel.c_item
+            op.execute()
+            runs.append(((k, st, p, ceil, cip), go, _bits(ref), "fd"[es // 8] in which))
+    _region_items(request, monkeypatch, region, split)
     guard = 0xA7
     raw = np.empty(es * size + 256, np.uint8)
     base = -raw.ctypes.data % 64
@@ -708,7 +715,8 @@ def test_fused_region_at_every_offset_from_a_line(dtype, x_shape, split, request
             raw.fill(guard)
             out = raw[base + off:base + off + es * size].view(dtype).reshape(x_shape)
             op = pg.AvgPool2dBackward(go, x_shape, *args, 0, 0, out)
-            assert (op._kernel.c_item == "region, fused") == fused, (args, op._kernel.c_item)
+            assert (op._kernel.c_item == ("region, fused" if region else "fused")) == fused, (
+                args, op._kernel.c_item)
             for nt in (1, 2):
                 out[...] = 7
                 op.execute(n_threads=nt)
