@@ -114,6 +114,12 @@ def default_cases():
     ]
 
 
+def shrunk(case, by):
+    """The case with its batch divided by ``by`` (at least 1)."""
+    shape = (max(1, case.shape[0] // by),) + case.shape[1:]
+    return Case(case.op, shape, case.dtype, case.layout, case.out, case.k, case.s, case.p)
+
+
 def small_cases():
     """Small calls for the auto-thread check: around and below the parallel threshold."""
     A, A3, M = "avg2d", "aavg3d", "amax2d"
@@ -741,9 +747,15 @@ def main(argv=None):
     ap.add_argument("--no-checks", action="store_true",
                     help="skip seed-us, auto-vs-1-thread and concurrency checks")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    ap.add_argument("--shrink", type=int, default=1,
+                    help="divide each case's batch (N) by this, at least 1: e.g. 8 puts "
+                         "the large cases' 3-13 MB in a 32 MB last-level cache, as a "
+                         "16-core machine's 300 MB cache holds the full ones")
     args = ap.parse_args(argv)
 
     cases = default_cases()
+    if args.shrink > 1:
+        cases = [shrunk(c, args.shrink) for c in cases if c.shape[0] > 1]
     smalls = small_cases()
     if args.cases:
         sub = args.cases.lower()
