@@ -2236,6 +2236,58 @@ def test_avx2_scatter_gives_the_same_bits_as_baseline(dtype, mode, request):
     _same_bits_after(request, "baseline_simd", runs)
 
 
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("blocks", [False, True], ids=["planes", "small_blocks"])
+@pytest.mark.parametrize("layout", ["c", "all_channels_last"])
+def test_max_pool_float32_in_the_cache_adds_into_grad_input(layout, blocks, request):
+    """float32 max-pool gradients in the cache add straight into grad_input (zeroed a block
+    at a time, no buffer, no flush: _kernels.pyx's _scatter_item): the same bits as the
+    buffered scatter that streamed outputs take, with repeated indices, indices in two
+    windows' overlap, NaN, infinities and -0.0, int32 and int64 indices, grad_input at
+    several offsets from a line, 1 and 2 threads, blocks of whole planes and of a few rows
+    (most indices outside them: the mixed groups' dummy slots), and nothing written
+    outside grad_input."""
+    if blocks:
+        request.getfixturevalue("small_blocks")
+    rng = np.random.default_rng(29)
+    runs = []
+    for x_shape, o in [((2, 3, 17, 33), (5, 7)), ((2, 9, 13, 13), (4, 4)),
+                       ((1, 16, 24, 24), (3, 2)), ((3, 2, 9, 30), (4, 20))]:
+        x = make_array(x_shape, np.float32, rng)
+        x[..., ::3, ::2] = 1.0   # ties: the first of equal maxima, in overlapping windows
+        for idx_dtype in (np.int64, np.int32):
+            _, idx = pg.adaptive_max_pool2d(x, o, return_indices=True)
+            idx = idx.astype(idx_dtype)
+            idx[..., 1::3, :] = idx[..., :1, :1]   # one position many times per plane
+            go = _special(idx.shape, np.float32, rng)
+            if layout == "all_channels_last":
+                go, idx = (np.moveaxis(np.ascontiguousarray(np.moveaxis(a, 1, -1)), -1, 1)
+                           for a in (go, idx))
+            runs.append((x_shape, go, idx))
+    outs = {}
+    for mode in ("cache", "streamed"):
+        if mode == "streamed":
+            request.getfixturevalue("stream_regions")
+        for r, (x_shape, go, idx) in enumerate(runs):
+            n = int(np.prod(x_shape))
+            for off in (0, 3):
+                raw = np.full(n + 40, 7, np.float32)
+                flat = raw[16 + off:16 + off + n]
+                if layout == "c":
+                    out = flat.reshape(x_shape)
+                else:
+                    phys = x_shape[:1] + x_shape[2:] + x_shape[1:2]
+                    out = np.moveaxis(flat.reshape(phys), -1, 1)
+                op = pg.AdaptiveMaxPool2dBackward(go, x_shape, idx, out)
+                for nt in (1, 2):
+                    out[...] = 7
+                    op.execute(n_threads=nt)
+                    outs.setdefault((r, off, nt), []).append(_bits(out))
+                    assert np.all(raw[:16 + off] == 7) and np.all(raw[16 + off + n:] == 7)
+    for key, (cached, streamed) in outs.items():
+        assert np.array_equal(cached, streamed), key
+
+
 @pytest.mark.parametrize("idx_dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("layout", ["c", "channels_last", "negative"])
 def test_index_check_edges(idx_dtype, layout):
