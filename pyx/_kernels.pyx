@@ -1766,8 +1766,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                              and np.all(np.asarray(hhi) - np.asarray(hlo) <= 2))
             # the E-row formers' grow block (pg_item.h), after the E rows and the stage
             self.it.gblk = rows * g.W + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
-                                         if self.it.region or self.it.staged or self.it.fused
-                                         else 0)
+                                         if self.it.region or self.it.staged else 0)
             g.item_f32 = &self.it
             # one-term items prefetch the next item's grad_output rows while they write
             # (pg_pf): k2s2 NCHW 32 x 256 x 56 x 56, float32 / float16 / bfloat16, took
@@ -1802,8 +1801,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                               + ((2 * bh * g.W + rows * (g.Wo + 2)) * g.L if tstore else 0)
                               + (rows * 16 * min(g.L, PG_PLANE_CH) if g.plane_regs else 0)
                               + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
-                                 if g.item_f32 != NULL and (self.it.region or self.it.staged
-                                                            or self.it.fused)
+                                 if g.item_f32 != NULL and (self.it.region or self.it.staged)
                                  else 0)
                               + ((PG_STAGE_MEM(g.stage64) + 7) // 8 if g.stage64 else 0)
                               # the float64 register form's grow block, at the E rows

@@ -626,14 +626,15 @@ static inline void pg_sum_rows_f32_avx2(float *PG_RESTRICT dst, const float *PG_
  * values of its covering rows, formed in registers a block at a time, and pushed straight
  * to the register-fed writer (pg_vs): only the grad_input values are stored, streamed
  * where the output is larger than the cache (g->region), else with ordinary stores (in
- * the cache, 0.88-0.91x the time of the row loop: it stores and loads no E rows).  Stores retire in
- * order, so the E rows' stores (and the stage's) of the other form wait behind the
- * streaming stores, which wait for memory, and the E rows cost their whole time on top
- * of the writes.  On the 2-vCPU EPYC, k3s2p1 32x64x112x112 took 0.81-0.84x the time on
- * 1 thread, 0.69-0.77x on 2, though each E value is formed for every row it covers; with
- * more terms to form again it lost (k4s2p1 1.01-1.06x, k5s2p2 1.2x, k6s2p2 1.53-1.58x,
- * on 1 thread) or gained nothing (stride 1: k3s1p1 and k2s1p0 0.91-1.06x).  The same values as E then the combine: each E value
- * k * (its phase terms left to right), the rows added left to right.  The item's
+ * the cache, 0.88-0.91x the time of the row loop: it stores and loads no E rows).
+ * Stores retire in order, so the E rows' stores (and the stage's) of the other form wait
+ * behind the streaming stores, which wait for memory, and the E rows cost their whole
+ * time on top of the writes.  On the 2-vCPU EPYC, k3s2p1 32x64x112x112 took 0.81-0.84x
+ * the time on 1 thread, 0.69-0.77x on 2, though each E value is formed for every row it
+ * covers; with more terms to form again it lost (k4s2p1 1.01-1.06x, k5s2p2 1.2x, k6s2p2
+ * 1.53-1.58x, on 1 thread) or gained nothing (stride 1: k3s1p1 and k2s1p0 0.91-1.06x).
+ * The same values as E then the combine: each E value k * (its phase terms left to
+ * right), the rows added left to right.  The item's
  * grad_output rows go into the grow block first (W-weighted, with their slots: a region
  * item's grow block has room for all its rows).
  */
@@ -664,12 +665,12 @@ static inline void pg_sum_rows_f32_avx2(float *PG_RESTRICT dst, const float *PG_
         __m256 lo, hi;                                                                      \
         for (; q + 8 <= nq; q += 8) {                                                       \
             PG_FUSED_BLOCK(lo, hi, NH, MA, MB, q)                                           \
-            pg_vs_push(&vs, lo, PG_VS_NT);                                                            \
-            pg_vs_push(&vs, hi, PG_VS_NT);                                                            \
+            pg_vs_push(&vs, lo, PG_VS_NT);                                                 \
+            pg_vs_push(&vs, hi, PG_VS_NT);                                                 \
         }                                                                                   \
         if (q < nq) {   /* nq = 4 mod 8: the last eight columns, of the block before */      \
             PG_FUSED_BLOCK(lo, hi, NH, MA, MB, nq - 8)                                      \
-            pg_vs_push(&vs, hi, PG_VS_NT);                                                            \
+            pg_vs_push(&vs, hi, PG_VS_NT);                                                 \
         }                                                                                   \
     }
 /* the item's grad_input rows (F the tables: pg_item_f32 or pg_fused64; T float or
@@ -696,7 +697,7 @@ static inline void pg_sum_rows_f32_avx2(float *PG_RESTRICT dst, const float *PG_
                 ROW(3, __VA_ARGS__)                                                         \
             } else {   /* no window: zeros */                                               \
                 for (ptrdiff_t j = 0; j < W; j += (STEP))                                   \
-                    pg_vs_push(&vs, _mm256_setzero_ps(), PG_VS_NT);                         \
+                    pg_vs_push(&vs, _mm256_setzero_ps(), PG_VS_NT);                        \
             }                                                                               \
         }                                                                                   \
     }
@@ -799,12 +800,12 @@ typedef struct {
         __m256 lo, hi;                                                                      \
         for (; q + 4 <= nq; q += 4) {                                                       \
             PG_FUSED64_BLOCK(lo, hi, NH, MA, MB, q)                                         \
-            pg_vs_push(&vs, lo, PG_VS_NT);                                                            \
-            pg_vs_push(&vs, hi, PG_VS_NT);                                                            \
+            pg_vs_push(&vs, lo, PG_VS_NT);                                                 \
+            pg_vs_push(&vs, hi, PG_VS_NT);                                                 \
         }                                                                                   \
         if (q < nq) {   /* nq = 2 mod 4: the last four columns, of the block before */      \
             PG_FUSED64_BLOCK(lo, hi, NH, MA, MB, nq - 4)                                    \
-            pg_vs_push(&vs, hi, PG_VS_NT);                                                            \
+            pg_vs_push(&vs, hi, PG_VS_NT);                                                 \
         }                                                                                   \
     }
 #define PG_FUSED64_ROWS(MA, MB)                                                             \
@@ -824,7 +825,7 @@ typedef struct {
             PG_PHASE_SUM4D(u, ra0 + 2 * gstep + pc0, M, q)                                  \
             v = _mm256_add_pd(v, _mm256_mul_pd(vk2, u));                                    \
         }                                                                                   \
-        pg_vs_push(&vs, _mm256_castpd_ps(v), PG_VS_NT);                                               \
+        pg_vs_push(&vs, _mm256_castpd_ps(v), PG_VS_NT);                                    \
     }
 #define PG_FUSED64_ROWS1(M) PG_FUSED_RUN(f, double, _mm256_set1_pd, 4, 3, PG_FUSED64_ROW1, M)
 
