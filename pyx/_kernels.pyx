@@ -126,6 +126,7 @@ cdef extern from "pg_item.h" nogil:
         const float* ww
         int region
         int fused
+        int fstrips
         Py_ssize_t stage, stage_cap
         int single
         int dup2
@@ -1500,10 +1501,11 @@ cdef class AvgGatherKernel(PlannedKernel):
     cdef object _crun       # the column runs' table that g.lanes_crun points into
     # which C item runs the call: "", "rows", "region" (rows staged and streamed),
     # "region, fused" (E values in registers, float32 and float64: pg_item_fused_avx2,
-    # pg_fused_avx2_f64), "single" (one term per value; "single, streamed pairs" where
-    # pairs of rows (k2s2) stream) or "narrow" (16-bit sums at the output width, spread;
-    # where the CPU has AVX2) from pg_item.h, or "lanes" (_lanes_rows, channels-last
-    # float32 and 16-bit rows without E rows, where the CPU has AVX2); for the tests
+    # pg_fused_avx2_f64; "fused" in the cache, float32 strips too: pg_item_fstrips_avx2),
+    # "single" (one term per value; "single, streamed pairs" where pairs of rows (k2s2)
+    # stream) or "narrow" (16-bit sums at the output width, spread; where the CPU has
+    # AVX2) from pg_item.h, or "lanes" (_lanes_rows, channels-last float32 and 16-bit rows
+    # without E rows, where the CPU has AVX2); for the tests
     cdef readonly str c_item
     # whether the items prefetch the next item's grad_output rows (g.prefetch); for the tests
     cdef readonly bint prefetch
@@ -1764,6 +1766,21 @@ cdef class AvgGatherKernel(PlannedKernel):
                              and g.xs[3] == g.W
                              and np.all(np.asarray(dhi) - np.asarray(dlo) == 1)
                              and np.all(np.asarray(hhi) - np.asarray(hlo) <= 2))
+            # outputs in the cache in strips of 32 columns down each plane (pg_item.h's
+            # pg_item_fstrips_avx2: each E value formed once, kept in registers for the
+            # rows it covers): stride 2 where the register form applies and its interior
+            # holds a strip, stride 1 with up to three terms and rows, the whole row the
+            # interior.  k3s2p1 8x64x56x56 took 0.71-0.76x the time of the register rows
+            # on 1 and 2 threads, 2x64x112x112 0.95x (2-vCPU EPYC)
+            rising = bool(np.all(np.diff(np.asarray(hhi)) >= 0))
+            self.it.fstrips = (rising and not self.it.region and (
+                (self.it.fused and self.it.qx1 >= 16)
+                or (kind == K_F32 and not self.it.single and pg_have_avx2() and g.P == 1
+                    and g.gap == 1 and poly[3][0] <= 3 and self.it.qx0 == 0
+                    and self.it.qx1 == g.W and g.W >= 32 and g.Wo >= 8
+                    and g.xs[3] == g.W
+                    and np.all(np.asarray(dhi) - np.asarray(dlo) == 1)
+                    and np.all(np.asarray(hhi) - np.asarray(hlo) <= 3))))
             # the E-row formers' grow block (pg_item.h), after the E rows and the stage
             self.it.gblk = rows * g.W + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
                                          if self.it.region or self.it.staged else 0)
@@ -1779,7 +1796,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                            "single" if self.it.single else
                            "narrow" if self.it.spread != NULL else
                            "region, fused" if self.it.fused and self.it.region else
-                           "fused" if self.it.fused else
+                           "fused" if self.it.fused or self.it.fstrips else
                            "region" if self.it.region else "rows")
         if g.lanes_row:
             self.c_item = "lanes"
@@ -1811,7 +1828,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                               + (8 * (bh + 1) + 4 if g.fused64 != NULL and self.f64.strips
                                  else 0)
                               + (self.it.epad + (rows if self.it.gblk_rows or self.it.region
-                                                 or self.it.fused else 1)
+                                                 or self.it.fused or self.it.fstrips else 1)
                                  * (g.Wo + 2 * self.it.epad)
                                  if g.item_f32 != NULL and (g.P == 1 or g.P == 2) else 0))
         # whole pairs of cache lines a thread: the channels-last rows' scratch (a few row

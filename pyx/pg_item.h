@@ -52,6 +52,7 @@ typedef struct {
     const float *wd, *wh, *ww;             /* ww NULL: no W weights */
     int region;                            /* float32: stream an item's rows as one region */
     int fused;    /* region, its E values formed in registers (pg_item_fused_avx2) */
+    int fstrips;  /* fused in the cache, in strips down each plane (pg_item_fstrips_avx2) */
     ptrdiff_t stage, stage_cap;            /* region: its stage (pg_stream.h), stage floats
                                             * past E, stage_cap bytes (in PG_STAGE_MEM) */
     int single;   /* one tap per column (m = 1) and at most one covering window per D and H
@@ -703,20 +704,17 @@ static inline void pg_sum_rows_f32_avx2(float *PG_RESTRICT dst, const float *PG_
     }
 #define PG_FUSED_ROWS(MA, MB) PG_FUSED_RUN(g, float, _mm256_set1_ps, 8, 2, PG_FUSED_ROW, MA, MB)
 
-PG_TARGET_AVX2
-static void pg_item_fused_avx2(const pg_item_f32 *g, const float *gbase, float *x0,
-                               ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                               ptrdiff_t od0, ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1,
-                               float *PG_RESTRICT E)
+/* the item's grad_output rows into the grow block at gblk: each row W-weighted, its slots
+ * after it (+0.0 where the interior is not widened past its end, then -0.0) and the next
+ * row's before it */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_fused_grow_f32(const pg_item_f32 *g, const float *gbase, ptrdiff_t od0,
+                                     ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1,
+                                     float *PG_RESTRICT gblk)
 {
-    const ptrdiff_t W = g->W, Wo = g->Wo, nq = g->qx1, pd = g->epad;
-    const ptrdiff_t gstep = Wo + 2 * pd, noh = oh1 - oh0;
-    const ptrdiff_t pc0 = g->pc[0], pc1 = g->pc[1];
+    const ptrdiff_t Wo = g->Wo, pd = g->epad, gstep = Wo + 2 * pd;
     const float *PG_RESTRICT ww = g->ww;
     const float padr = g->qx1 > g->q1 ? -0.0f : 0.0f;
-    float *const gblk = E + g->gblk;
-    /* the grow block: each grad_output row W-weighted, its slots after it (+0.0 where the
-     * interior is not widened past its end, then -0.0) and the next row's before it */
     for (ptrdiff_t t = 0; t < pd; t++) gblk[t] = -0.0f;
     float *grow = gblk + pd;
     for (ptrdiff_t od = od0; od < od1; od++) {
@@ -727,6 +725,154 @@ static void pg_item_fused_avx2(const pg_item_f32 *g, const float *gbase, float *
             for (ptrdiff_t t = 1; t < 2 * pd; t++) grow[Wo + t] = -0.0f;
         }
     }
+}
+
+/*
+ * E values in registers for outputs in the cache (g->fstrips, pg_item_fstrips_avx2):
+ * stride 2 where the register form applies (g->fused, not a region, an interior of at
+ * least 16 values a phase), or stride 1 with up to three terms and three covering rows
+ * (an interior of the whole row, W >= 32).  Each plane in strips of 32 columns walked
+ * down its rows, as pg_fused1_strips_f64 walks float64 planes.  Each E value (k times its
+ * phase terms left to right, as the E-row formers and PG_FUSED_BLOCK form it; at stride 2
+ * the phases interleaved, which moves values and changes none) is formed once and kept in
+ * registers for the rows it covers, where the row form forms it again for each (hhi is
+ * nondecreasing, so a row's windows are the last nh formed); a row sums its E values left
+ * to right, as the row loop adds its E rows.  The last strip overlaps the one before
+ * where the row is not a multiple of 32 columns (the same bits again).  On the 2-vCPU
+ * EPYC, in the cache, k3s2p1 8x64x56x56 took 0.71-0.76x the time of the register rows
+ * on 1 and 2 threads, 2x64x112x112 0.95x; prefetching the next item's grad_output
+ * during the first strip lost (1.03-1.08x).
+ */
+/* the most bytes of grow rows a band of strips walks (pg_fstrips_plane): k3s2p1 2 x 64 x
+ * 112 x 112 in the cache took 0.146 ns a value with 8192, 0.155 with 16384 and 24576 (1
+ * thread, 2-vCPU EPYC); stride 1 the same for all three */
+#ifndef PG_FSTRIP_GROW_BYTES
+#define PG_FSTRIP_GROW_BYTES 8192
+#endif
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_fstrip_e(const float *ra, ptrdiff_t pc0, ptrdiff_t pc1, ptrdiff_t q,
+                               __m256 vk, const int P, const int MA, const int MB, __m256 *e)
+{
+    if (P == 1) {
+        for (int t = 0; t < 4; t++) {
+            __m256 v;
+            PG_PHASE_SUM8(v, ra + pc0, MA, q + 8 * t)
+            e[t] = _mm256_mul_ps(vk, v);
+        }
+        return;
+    }
+    for (int b = 0; b < 2; b++) {
+        __m256 va, vb;
+        PG_PHASE_SUM8(va, ra + pc0, MA, q + 8 * b)
+        PG_PHASE_SUM8(vb, ra + pc1, MB, q + 8 * b)
+        va = _mm256_mul_ps(vk, va);
+        vb = _mm256_mul_ps(vk, vb);
+        const __m256 l_ = _mm256_unpacklo_ps(va, vb), h_ = _mm256_unpackhi_ps(va, vb);
+        e[2 * b] = _mm256_permute2f128_ps(l_, h_, 0x20);
+        e[2 * b + 1] = _mm256_permute2f128_ps(l_, h_, 0x31);
+    }
+}
+
+/* the strips of rows hs..he of a plane: gd its first grow row (oh0's), x row hs's first
+ * column; P the stride, MA and MB the phases' terms */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_fstrips_band(const pg_item_f32 *g, const float *gd, float *x0,
+                                   float kd, ptrdiff_t hs, ptrdiff_t he, ptrdiff_t oh0,
+                                   const int P, const int MA, const int MB)
+{
+    const ptrdiff_t W = g->W, nq = g->qx1, pc0 = g->pc[0], pc1 = P == 2 ? g->pc[1] : 0;
+    const ptrdiff_t gstep = g->Wo + 2 * g->epad, sq = 32 / P;   /* phase values a strip */
+    /* (the table pointers in registers: the stores may alias g) */
+    const int64_t *const hlo = g->hlo, *const hhi = g->hhi;
+    const float *const wh = g->wh;
+    const __m256 z = _mm256_setzero_ps();
+    for (ptrdiff_t q0 = 0; q0 < nq; q0 += sq) {
+        const ptrdiff_t q = q0 + sq <= nq ? q0 : nq - sq;
+        __m256 a[4] = {z, z, z, z}, b[4] = {z, z, z, z}, c[4] = {z, z, z, z};
+        ptrdiff_t top = hlo[hs];
+        float *x = x0 + P * q;
+        for (ptrdiff_t ih = hs; ih < he; ih++, x += W) {
+            const ptrdiff_t e = hhi[ih], nh = e - hlo[ih];
+            for (; top < e; top++) {
+                for (int t = 0; t < 4; t++) {
+                    if (P == 1) a[t] = b[t];
+                    b[t] = c[t];
+                }
+                pg_fstrip_e(gd + (top - oh0) * gstep, pc0, pc1, q,
+                            _mm256_set1_ps(kd * wh[top]), P, MA, MB, c);
+            }
+            for (int t = 0; t < 4; t++) {
+                __m256 v = z;
+                if (P == 1 && nh == 3) v = _mm256_add_ps(_mm256_add_ps(a[t], b[t]), c[t]);
+                else if (nh == 2) v = _mm256_add_ps(b[t], c[t]);
+                else if (nh == 1) v = c[t];
+                _mm256_storeu_ps(x + 8 * t, v);
+            }
+        }
+    }
+}
+
+/* one plane (xp its row h0), in bands of rows whose grow rows stay in the level-1 cache
+ * while the strips walk them: at most PG_FSTRIP_GROW_BYTES of them (k3s1p1 112 x 112 had
+ * taken 1.12x the time of the row loop with the whole plane's 52 KB, 1.0x in bands; 80 x
+ * 80 1.03x, 0.94x) */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline void pg_fstrips_plane(const pg_item_f32 *g, const float *gd, float *xp,
+                                    float kd, ptrdiff_t h0, ptrdiff_t h1, ptrdiff_t oh0,
+                                    const int P, const int MA, const int MB)
+{
+    const ptrdiff_t gstep = g->Wo + 2 * g->epad;
+    const ptrdiff_t lim = PG_FSTRIP_GROW_BYTES / (gstep * (ptrdiff_t)sizeof(float));
+    for (ptrdiff_t hs = h0, he; hs < h1; hs = he) {
+        for (he = hs + 1; he < h1 && g->hhi[he] - g->hlo[hs] <= lim; he++) {}
+        pg_fstrips_band(g, gd, xp + (hs - h0) * g->W, kd, hs, he, oh0, P, MA, MB);
+    }
+}
+
+/* rows d0..d1, h0..h1 of an item, x0 its first grad_input value */
+PG_TARGET_AVX2
+static void pg_item_fstrips_avx2(const pg_item_f32 *g, const float *gbase, float *x0,
+                                 ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
+                                 float *PG_RESTRICT E)
+{
+    const ptrdiff_t od0 = g->dlo[d0], od1 = g->dhi[d1 - 1];
+    const ptrdiff_t oh0 = g->hlo[h0], oh1 = g->hhi[h1 - 1];
+    const ptrdiff_t noh = oh1 > oh0 ? oh1 - oh0 : 0, gstep = g->Wo + 2 * g->epad;
+    float *const gblk = E + g->gblk;
+    pg_fused_grow_f32(g, gbase, od0, od1, oh0, oh1, gblk);
+    for (ptrdiff_t idd = d0; idd < d1; idd++) {
+        const ptrdiff_t od = g->dlo[idd];
+        const float *const gd = gblk + g->epad + (od - od0) * noh * gstep;
+        float *const xp = x0 + (idd - d0) * g->xs2;
+        const float kd = g->wd[od];
+        /* the stride and the terms, constants in each copy of the loops */
+        if (g->P == 1) {
+            switch (g->pm[0]) {
+            case 1: pg_fstrips_plane(g, gd, xp, kd, h0, h1, oh0, 1, 1, 0); break;
+            case 2: pg_fstrips_plane(g, gd, xp, kd, h0, h1, oh0, 1, 2, 0); break;
+            default: pg_fstrips_plane(g, gd, xp, kd, h0, h1, oh0, 1, 3, 0); break;
+            }
+            continue;
+        }
+        switch (g->pm[0] * 2 + g->pm[1]) {
+        case 2 * 1 + 2: pg_fstrips_plane(g, gd, xp, kd, h0, h1, oh0, 2, 1, 2); break;
+        case 2 * 2 + 1: pg_fstrips_plane(g, gd, xp, kd, h0, h1, oh0, 2, 2, 1); break;
+        default: pg_fstrips_plane(g, gd, xp, kd, h0, h1, oh0, 2, 1, 1); break;
+        }
+    }
+}
+
+PG_TARGET_AVX2
+static void pg_item_fused_avx2(const pg_item_f32 *g, const float *gbase, float *x0,
+                               ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
+                               ptrdiff_t od0, ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1,
+                               float *PG_RESTRICT E)
+{
+    const ptrdiff_t W = g->W, Wo = g->Wo, nq = g->qx1, pd = g->epad;
+    const ptrdiff_t gstep = Wo + 2 * pd, noh = oh1 - oh0;
+    const ptrdiff_t pc0 = g->pc[0], pc1 = g->pc[1];
+    float *const gblk = E + g->gblk;
+    pg_fused_grow_f32(g, gbase, od0, od1, oh0, oh1, gblk);
     pg_pf none = {0}, *const pf = &none;   /* (no prefetching here) */
     pg_vs vs;
     pg_vs_begin(&vs, x0, (d1 - d0) * (h1 - h0) * W, g->region);
@@ -1902,6 +2048,10 @@ static inline void pg_item_f32_run(const pg_item_f32 *g, const float *gbase, flo
 #if PG_X86_DISPATCH
     if (g->single && pg_have_h16(0)) {
         pg_item_single_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, 0, pf);
+        return;
+    }
+    if (g->fstrips && pg_have_avx2()) {
+        pg_item_fstrips_avx2(g, gbase, xbase + d0 * g->xs2 + h0 * g->W, d0, d1, h0, h1, E);
         return;
     }
     if (pg_have_avx2()) {

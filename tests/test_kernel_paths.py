@@ -664,8 +664,8 @@ FUSED_SHAPES = [(1, 2, 9, 16), (2, 3, 13, 24), (2, 2, 7, 48), (1, 2, 20, 112)]
 # (kernel, stride, padding, ceil_mode, count_include_pad, which dtypes take the register
 # form): stride 2 with phases of one and two terms, or one and one (float32: one-term
 # rows); k3s2p0 leaves the last column to no window (an edge column: the stage); stride 1
-# (float64 only) of up to three terms and three rows; border divisors; a last window cut
-# off
+# (float64; float32 in the cache, rows of 32 or more: the strips) of up to three terms and
+# three rows; border divisors; a last window cut off
 FUSED_POOLS = [(3, 2, 1, False, True, "fd"), (3, 2, 1, True, False, "fd"),
                (3, 2, 0, False, True, ""), (3, 2, 0, True, False, "fd"),
                (2, 2, 0, True, True, "d"), (3, 1, 1, False, False, "d"),
@@ -705,7 +705,11 @@ def test_fused_region_at_every_offset_from_a_line(dtype, x_shape, region, split,
             op = pg.AvgPool2dBackward(go, x_shape, k, st, p, ceil, cip, 0, 0, ref)
             assert "fused" not in op._kernel.c_item
             op.execute()
-            runs.append(((k, st, p, ceil, cip), go, _bits(ref), "fd"[es // 8] in which))
+            # float32 stride 1 takes the strips in the cache where its rows hold one
+            # (pg_item.h's pg_item_fstrips_avx2)
+            fused = "fd"[es // 8] in which or (
+                es == 4 and st == 1 and not region and x_shape[3] >= 32)
+            runs.append(((k, st, p, ceil, cip), go, _bits(ref), fused))
     _region_items(request, monkeypatch, region, split)
     guard = 0xA7
     raw = np.empty(es * size + 256, np.uint8)
@@ -767,6 +771,58 @@ def test_float64_stride1_strips(x_shape, region, split, request, monkeypatch):
                 op = pg.AvgPool2dBackward(g, x_shape, k, st, p, ceil, cip, div, 0, out)
                 assert op._kernel.c_item == ("region, fused" if region else "fused"), (
                     x_shape, k, st, p)
+                for nt in (1, 2):
+                    out[...] = 7
+                    op.execute(n_threads=nt)
+                    args = (k, st, p, ceil, cip, div, off, nt)
+                    assert np.array_equal(_bits(out), want), args
+                    assert np.all(raw[:base + off] == 0xA7), args
+                    assert np.all(raw[base + off + out.nbytes:] == 0xA7), args
+    _plan.gather_geometry.cache_clear()
+
+
+# float32 in the cache in strips of 32 columns (pg_item.h's pg_item_fstrips_avx2): rows of
+# whole strips and not (40, 56: the last overlaps the one before), one strip (32), planes
+# of 5 to 45 rows, and bands of rows (grow rows past PG_FSTRIP_GROW_BYTES: 200 and 256
+# columns)
+FSTRIP_SHAPES = [(1, 2, 7, 56), (2, 3, 13, 32), (1, 2, 5, 40), (1, 1, 45, 200),
+                 (1, 2, 40, 256)]
+FSTRIP_POOLS = STRIP_POOLS + [(3, 2, 1, False, True, 0), (3, 2, 1, True, False, 0),
+                              (3, 2, 0, True, False, 0), (3, 2, 1, False, True, 7)]
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="an AVX2 path")
+@pytest.mark.parametrize("split", [False, True], ids=["planes", "split"])
+@pytest.mark.parametrize("x_shape", FSTRIP_SHAPES)
+def test_float32_strips_in_the_cache(x_shape, split, request, monkeypatch):
+    """float32 gradients in the cache formed in strips walked down each plane, stride 1
+    (up to three terms and rows) and stride 2 (phases of one and two terms): the same
+    bits as the row loop (the same call into a grad_input whose rows are not contiguous),
+    at every offset of a value from a line, on 1 and 2 threads, and nothing written
+    outside grad_input.  NaN, Inf and -0.0 among the values, grad_output reversed along H
+    too."""
+    rng = np.random.default_rng(43)
+    _region_items(request, monkeypatch, False, split)
+    size = int(np.prod(x_shape))
+    raw = np.empty(4 * size + 256, np.uint8)
+    base = -raw.ctypes.data % 64
+    wide = np.empty(x_shape[:3] + (x_shape[3] + 1,), np.float32)
+    for k, st, p, ceil, cip, div in FSTRIP_POOLS:
+        y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, st, p, ceil_mode=ceil,
+                          count_include_pad=cip)
+        go = make_array(y.shape, np.float32, rng)
+        go.reshape(-1)[rng.integers(0, go.size, 3)] = [np.nan, np.inf, -0.0]
+        for g in (go, go[..., ::-1, :]):
+            ref = wide[..., :x_shape[3]]
+            op = pg.AvgPool2dBackward(g, x_shape, k, st, p, ceil, cip, div, 0, ref)
+            assert "fused" not in op._kernel.c_item
+            op.execute()
+            want = _bits(ref)
+            for off in range(0, 64, 4):
+                raw.fill(0xA7)
+                out = raw[base + off:base + off + 4 * size].view(np.float32).reshape(x_shape)
+                op = pg.AvgPool2dBackward(g, x_shape, k, st, p, ceil, cip, div, 0, out)
+                assert op._kernel.c_item == "fused", (x_shape, k, st, p, op._kernel.c_item)
                 for nt in (1, 2):
                     out[...] = 7
                     op.execute(n_threads=nt)

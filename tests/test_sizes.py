@@ -232,7 +232,7 @@ _INT_OK = {"kind", "rnd", "nt", "n_threads", "first", "idx64", "scale_w", "strea
            "pg_wcode_plane", "pg_lcode_row", "lwindow", "lanes_copy", "lanes_pair", "pair_nt", "big", "spread_wide",
            "spread32_wide", "tspread_wide", "pg_fcode_row", "wide", "flat_wide", "pg_tload", "pg_tstore", "tstage",
            "pg_plane_item", "plane_regs", "gblk_rows", "hsteps", "prefetch", "staged", "staging",
-           "fused", "pg_fused_f64_run", "strips"}
+           "fused", "pg_fused_f64_run", "strips", "fstrips"}
 
 
 @pytest.mark.skipif(not os.path.exists(_PYX), reason="needs the source checkout")
