@@ -1770,8 +1770,9 @@ cdef class AvgGatherKernel(PlannedKernel):
             # pg_item_fstrips_avx2: each E value formed once, kept in registers for the
             # rows it covers): stride 2 where the register form applies and its interior
             # holds a strip, stride 1 with up to three terms and rows, the whole row the
-            # interior.  k3s2p1 8x64x56x56 took 0.71-0.76x the time of the register rows
-            # on 1 and 2 threads, 2x64x112x112 0.95x (2-vCPU EPYC)
+            # interior.  k3s2p1 8x64x56x56 took 0.73-0.74x the time of the register rows
+            # on 1 and 2 threads, 2x64x112x112 0.92-0.94x, k3s1p1 4x64x56x56 0.81-0.83x
+            # that of the row loop (2-vCPU EPYC)
             rising = bool(np.all(np.diff(np.asarray(hhi)) >= 0))
             self.it.fstrips = (rising and not self.it.region and (
                 (self.it.fused and self.it.qx1 >= 16)

@@ -739,9 +739,10 @@ static inline void pg_fused_grow_f32(const pg_item_f32 *g, const float *gbase, p
  * nondecreasing, so a row's windows are the last nh formed); a row sums its E values left
  * to right, as the row loop adds its E rows.  The last strip overlaps the one before
  * where the row is not a multiple of 32 columns (the same bits again).  On the 2-vCPU
- * EPYC, in the cache, k3s2p1 8x64x56x56 took 0.71-0.76x the time of the register rows
- * on 1 and 2 threads, 2x64x112x112 0.95x; prefetching the next item's grad_output
- * during the first strip lost (1.03-1.08x).
+ * EPYC, in the cache, k3s2p1 8x64x56x56 took 0.73-0.74x the time of the register rows
+ * on 1 and 2 threads, 2x64x112x112 0.92-0.94x; k3s1p1 4x64x56x56 0.81-0.83x that of the
+ * row loop, 1x64x112x112 1.0x; prefetching the next item's grad_output during the first
+ * strip lost (1.03-1.08x).
  */
 /* the most bytes of grow rows a band of strips walks (pg_fstrips_plane): k3s2p1 2 x 64 x
  * 112 x 112 in the cache took 0.146 ns a value with 8192, 0.155 with 16384 and 24576 (1
