@@ -729,6 +729,27 @@ def test_fused_region_at_every_offset_from_a_line(dtype, x_shape, region, split,
                 assert np.all(raw[base + off + out.nbytes:] == guard), (args, off, nt)
 
 
+def _at_every_offset(go, x_shape, args, want, c_item):
+    """AvgPool2dBackward(go, x_shape, *args) into a grad_input at every offset of a whole
+    value from a 64-byte line: the plan takes c_item, its bits on 1 and 2 threads are
+    `want`, and nothing is written outside grad_input."""
+    dtype = go.dtype
+    es, size = dtype.itemsize, int(np.prod(x_shape))
+    raw = np.empty(es * size + 256, np.uint8)
+    base = -raw.ctypes.data % 64
+    for off in range(0, 64, es):
+        raw.fill(0xA7)
+        out = raw[base + off:base + off + es * size].view(dtype).reshape(x_shape)
+        op = pg.AvgPool2dBackward(go, x_shape, *args, 0, out)
+        assert op._kernel.c_item == c_item, (x_shape, args, op._kernel.c_item)
+        for nt in (1, 2):
+            out[...] = 7
+            op.execute(n_threads=nt)
+            assert np.array_equal(_bits(out), want), (args, off, nt)
+            assert np.all(raw[:base + off] == 0xA7), (args, off, nt)
+            assert np.all(raw[base + off + out.nbytes:] == 0xA7), (args, off, nt)
+
+
 # float64 stride 1 in strips of 8 columns (pg_item.h's pg_fused1_strips_f64): one strip
 # (W = 8) and several, W = 12 and 28 not whole strips, planes of 3 to 13 rows, one plane
 # and several an item
@@ -753,9 +774,6 @@ def test_float64_stride1_strips(x_shape, region, split, request, monkeypatch):
     along H too."""
     rng = np.random.default_rng(41)
     _region_items(request, monkeypatch, region, split)
-    size = int(np.prod(x_shape))
-    raw = np.empty(8 * size + 256, np.uint8)
-    base = -raw.ctypes.data % 64
     wide = np.empty(x_shape[:3] + (x_shape[3] + 1,))
     for k, st, p, ceil, cip, div in STRIP_POOLS:
         y = pg.avg_pool2d(np.zeros(x_shape), k, st, p, ceil_mode=ceil, count_include_pad=cip)
@@ -764,20 +782,8 @@ def test_float64_stride1_strips(x_shape, region, split, request, monkeypatch):
         for g in (go, go[..., ::-1, :]):
             ref = wide[..., :x_shape[3]]
             pg.AvgPool2dBackward(g, x_shape, k, st, p, ceil, cip, div, 0, ref).execute()
-            want = _bits(ref)
-            for off in range(0, 64, 8):
-                raw.fill(0xA7)
-                out = raw[base + off:base + off + 8 * size].view(np.float64).reshape(x_shape)
-                op = pg.AvgPool2dBackward(g, x_shape, k, st, p, ceil, cip, div, 0, out)
-                assert op._kernel.c_item == ("region, fused" if region else "fused"), (
-                    x_shape, k, st, p)
-                for nt in (1, 2):
-                    out[...] = 7
-                    op.execute(n_threads=nt)
-                    args = (k, st, p, ceil, cip, div, off, nt)
-                    assert np.array_equal(_bits(out), want), args
-                    assert np.all(raw[:base + off] == 0xA7), args
-                    assert np.all(raw[base + off + out.nbytes:] == 0xA7), args
+            _at_every_offset(g, x_shape, (k, st, p, ceil, cip, div), _bits(ref),
+                             "region, fused" if region else "fused")
     _plan.gather_geometry.cache_clear()
 
 
@@ -803,9 +809,6 @@ def test_float32_strips_in_the_cache(x_shape, split, request, monkeypatch):
     too."""
     rng = np.random.default_rng(43)
     _region_items(request, monkeypatch, False, split)
-    size = int(np.prod(x_shape))
-    raw = np.empty(4 * size + 256, np.uint8)
-    base = -raw.ctypes.data % 64
     wide = np.empty(x_shape[:3] + (x_shape[3] + 1,), np.float32)
     for k, st, p, ceil, cip, div in FSTRIP_POOLS:
         y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, st, p, ceil_mode=ceil,
@@ -817,19 +820,7 @@ def test_float32_strips_in_the_cache(x_shape, split, request, monkeypatch):
             op = pg.AvgPool2dBackward(g, x_shape, k, st, p, ceil, cip, div, 0, ref)
             assert "fused" not in op._kernel.c_item
             op.execute()
-            want = _bits(ref)
-            for off in range(0, 64, 4):
-                raw.fill(0xA7)
-                out = raw[base + off:base + off + 4 * size].view(np.float32).reshape(x_shape)
-                op = pg.AvgPool2dBackward(g, x_shape, k, st, p, ceil, cip, div, 0, out)
-                assert op._kernel.c_item == "fused", (x_shape, k, st, p, op._kernel.c_item)
-                for nt in (1, 2):
-                    out[...] = 7
-                    op.execute(n_threads=nt)
-                    args = (k, st, p, ceil, cip, div, off, nt)
-                    assert np.array_equal(_bits(out), want), args
-                    assert np.all(raw[:base + off] == 0xA7), args
-                    assert np.all(raw[base + off + out.nbytes:] == 0xA7), args
+            _at_every_offset(g, x_shape, (k, st, p, ceil, cip, div), _bits(ref), "fused")
     _plan.gather_geometry.cache_clear()
 
 
