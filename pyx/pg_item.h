@@ -1643,6 +1643,14 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
 #else
     const int staging = 0;
 #endif
+    /* the item's rows all in pairs under one H window each (kernel = stride = 2 along H
+     * too, or adaptive 2:1): each plane one tight loop of pg_dup2_rows, without the run
+     * loop's tables and cases.  k2s2 4 x 256 x 56 x 56 in the cache took 0.63-0.67x the
+     * time at 16 bits, 0.82-0.85x at float32 (1 and 2 threads, 2-vCPU EPYC); 32 x 256 x
+     * 56 x 56, streamed, 0.79-0.80x at 16 bits on 1 thread, the same on 2 */
+    int pairs = direct && !staging && !first && (h1 - h0) % 2 == 0;
+    for (ptrdiff_t ih = h0; ih < h1 && pairs; ih += 2)
+        pairs = g->hrun[ih] == 2 && g->hhi[ih] > g->hlo[ih];
     for (ptrdiff_t idd = d0, lead = d0; idd < d1; idd++) {
         if (pg_item_same_d(g, d0, idd)) {
             pg_item_copy_d(g, xbase, idd, lead, h0, h1, es);
@@ -1651,6 +1659,29 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
         lead = idd;
         const ptrdiff_t a = g->dlo[idd], step = g->xs3 * es;
         const int dcov = g->dhi[idd] > a;
+        if (pairs && dcov) {
+            char *dst = xbase + (idd * g->xs2 + h0 * g->xs3) * es;
+            const char *const gd = gbase + a * g->gs2 * es;
+            const ptrdiff_t gstep = g->gs3 * es;
+            const int64_t *const hlo = g->hlo;
+            const float *const wh = g->wh, *const ww = g->ww;
+            const float kd = g->wd[a];
+            /* streamed as the run loop streams a pair: every row 16-byte aligned */
+            if (g->pair_nt && ((uintptr_t)dst % 16u) == 0 && step % 16 == 0) {
+                for (ptrdiff_t ih = h0; ih < h1; ih += 2, dst += 2 * step) {
+                    pg_pf_step(pf, 2);
+                    pg_dup2_rows_body(dst, dst + step, gd + hlo[ih] * gstep, ww,
+                                      kd * wh[hlo[ih]], W, kind, 1);
+                }
+            } else {
+                for (ptrdiff_t ih = h0; ih < h1; ih += 2, dst += 2 * step) {
+                    pg_pf_step(pf, 2);
+                    pg_dup2_rows_body(dst, dst + step, gd + hlo[ih] * gstep, ww,
+                                      kd * wh[hlo[ih]], W, kind, 0);
+                }
+            }
+            continue;
+        }
         for (ptrdiff_t ih = h0; ih < h1;) {
             /* a run of c rows under the same H window: one row formed, the others copies */
             const ptrdiff_t p = g->hlo[ih], q = g->hhi[ih];

@@ -1714,6 +1714,58 @@ def test_k2s2_pairs_streamed_give_the_same_bits(dtype, monkeypatch):
     assert used == {"single", "single, streamed pairs", "single, staged"}
 
 
+# k2s2 items whose rows all come in pairs under one window each (pg_item.h: a tight loop
+# of pg_dup2_rows a plane): (x shape, ceil_mode, divisor_override) with rows of whole and
+# half 32-byte blocks and one that ends overlapping the block before, an odd H under
+# ceil_mode (a last window of one row: the run loop), and no W weights (an override)
+PAIR_PLANES = [((2, 3, 12, 56), False, 0), ((1, 2, 20, 40), False, 3),
+               ((1, 2, 13, 56), True, 0), ((1, 4, 8, 36), False, 0), ((3, 1, 28, 16), False, 0)]
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16), BFLOAT16],
+                         ids=["f32", "f16", "bf16"])
+def test_k2s2_row_pairs_of_whole_items_give_the_same_bits(dtype, monkeypatch):
+    """The items' rows in pairs (every H block starting at an even row) against the run
+    loop (blocks of one row, and blocks starting at odd rows): the same bits, the
+    reference's values and nothing written around the result, on 1 and 2 threads, with
+    grad_output reversed along H and grad_input every other plane of a larger array."""
+    rng = np.random.default_rng(61)
+    monkeypatch.setattr(functions, "_cache", {})
+
+    def run(go, x_shape, ceil, div, min_items, min_values):
+        monkeypatch.setattr(_plan, "MIN_ITEMS", min_items)
+        monkeypatch.setattr(_plan, "MIN_ITEM_VALUES", min_values)
+        _plan.gather_geometry.cache_clear()
+        n, c, h, w = x_shape
+        outs = []
+        for nt in (1, 2):
+            store = np.full((n, 2 * c + 1, h, w), 7, dtype)
+            out = store[:, 1::2]
+            op = pg.AvgPool2dBackward(go, x_shape, 2, 2, 0, ceil, True, div, 0, out)
+            assert op._kernel.c_item == "single"
+            op.execute(n_threads=nt)
+            assert np.all(store[:, 0::2] == 7)
+            outs.append(out.copy())
+        assert np.array_equal(_bits(outs[0]), _bits(outs[1]))
+        return outs[0]
+
+    for x_shape, ceil, div in PAIR_PLANES:
+        y = pg.avg_pool2d(np.zeros(x_shape, np.float32), 2, 2, 0, ceil_mode=ceil,
+                          divisor_override=div)
+        go = np.ascontiguousarray(_special(y.shape, dtype, rng)[:, :, ::-1])[:, :, ::-1]
+        with np.errstate(invalid="ignore"):
+            want = ref_avg_pool2d_backward(go, x_shape, 2, 2, 0, ceil, True, div)
+        whole = run(go, x_shape, ceil, div, 1, 1 << 62)               # one item a plane
+        halves = run(go, x_shape, ceil, div, 2 * x_shape[0] * x_shape[1], 0)
+        rows = run(go, x_shape, ceil, div, 1 << 30, 0)                # one row an item
+        with np.errstate(invalid="ignore"):
+            np.testing.assert_allclose(whole.astype(np.float64), want, *tolerance(dtype))
+        assert np.array_equal(_bits(whole), _bits(rows))
+        assert np.array_equal(_bits(halves), _bits(rows))
+    _plan.gather_geometry.cache_clear()
+
+
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
 @pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16), BFLOAT16],
                          ids=["f32", "f16", "bf16"])
