@@ -209,6 +209,10 @@ cdef extern from "pg_scatter.h" nogil:
     void pg_scatter_row(float* buf, const void* g, int kind, const void* j, int j64,
                         Py_ssize_t n, uint64_t lo, uint64_t span, Py_ssize_t lanes,
                         Py_ssize_t dummy, uint8_t* map, Py_ssize_t mshift)
+    void pg_scatter_lane_rows(float* buf, const void* g, Py_ssize_t gl, Py_ssize_t gt,
+                              int kind, const void* j, Py_ssize_t jl, Py_ssize_t jt, int j64,
+                              Py_ssize_t n, Py_ssize_t L, uint64_t lo, uint64_t span,
+                              Py_ssize_t dummy, uint8_t* map, Py_ssize_t mshift)
     void pg_flush_block(float* buf, void* dst, Py_ssize_t n, int kind, int stream,
                         uint8_t* map, Py_ssize_t mshift)
     Py_ssize_t pg_flush_shift(const void* dst, Py_ssize_t n, int kind)
@@ -2008,8 +2012,9 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
             shift = pg_flush_shift(xb + h0 * W * L, nblk, fk)
             # a sparse scatter (few indices per line of the block) marks the groups of 8
             # values it adds to, and the flush stores the other lines as zeros without
-            # reading them; only where every row goes through pg_scatter_row
-            if g.map_bytes and (gs4 == 1 and js4 == 1 if L == 1 else gs5 == 1 and js5 == 1):
+            # reading them; only where every row goes through pg_scatter_row (or
+            # pg_scatter_lane_rows)
+            if g.map_bytes and (gs4 == 1 and js4 == 1 or L > 1):
                 amap = <uint8_t*>(buf + g.map_at)
             buf = buf + shift
             dummy -= shift
@@ -2050,6 +2055,17 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
                     for ow in range(Wo):
                         pg_scatter_row(tgt, gp + ow * gs4, fk, jp + ow * js4, j64, L, lo,
                                        hi - lo, L, dummy, amap, shift)
+                    continue
+                if fk >= 0:
+                    # grad_output or indices not channels-last (NCHW planes, say) into a
+                    # channels-last block: a few columns of every lane at a time (each
+                    # value of the block gets the same additions in the same order as over
+                    # the pixels' lanes).  32x64x112x112 -> 56x56 bfloat16, NCHW planes,
+                    # 2-vCPU EPYC: 47.8 -> 10.3 ms on 1 thread, 24.4 -> 5.8 ms on 2 (lane
+                    # by lane across the planes; all channels-last, its gather form: 4.3
+                    # and 3.2 ms)
+                    pg_scatter_lane_rows(tgt, gp, gs5, gs4, fk, jp, js5, js4, j64, Wo, L, lo,
+                                         hi - lo, dummy, amap, shift)
                     continue
             for ow in range(Wo):
                 _scatter_row(tgt, gp + ow * gs4, gs5, jp + ow * js4, js5, L, lo, hi - lo,
@@ -2333,14 +2349,16 @@ cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const S
 cdef Py_ssize_t _plane_bad(const idx_t* ind, const Scatter* g, Py_ssize_t p,
                            uint64_t limit, int64_t* rng) noexcept nogil:
     """The number of plane p's indices outside [0, limit); rng (or NULL): where to record
-    each output row's smallest and largest index (rows with unit-stride indices; the
-    others get [0, limit - 1], which makes a block scan them)."""
+    each output row's smallest and largest index (rows with unit-stride indices, or lanes
+    whose rows lie in NCHW planes; the others get [0, limit - 1], which makes a block scan
+    them)."""
     cdef Py_ssize_t c = p % g.C
     cdef Py_ssize_t n = p // g.C
     cdef const idx_t* jb = ind + n * g.js[0] + c * g.js[1]
     cdef const idx_t* jp
     cdef Py_ssize_t oh, ow, l, bad = 0, n_el = g.Ho * g.Wo * g.L, rows, per_row
     cdef int any_bad
+    cdef int64_t r2[2]
     if rng != NULL:
         rng = rng + p * g.Ho * 2
         if (g.L == 1 and g.js[4] == 1) or (g.js[5] == 1 and g.js[4] == g.L):
@@ -2353,10 +2371,44 @@ cdef Py_ssize_t _plane_bad(const idx_t* ind, const Scatter* g, Py_ssize_t p,
                 any_bad |= rng[2 * oh] < 0 or rng[2 * oh + 1] >= <int64_t>limit
             if not any_bad:
                 return 0
+        elif g.L > 1 and g.js[4] == 1:
+            # lanes whose rows lie in NCHW planes: each output row's range over its lanes'
+            # rows, plane by plane
+            for l in range(g.L):
+                jp = jb + l * g.js[5]
+                for oh in range(g.Ho):
+                    if idx_t is int64_t:
+                        pg_row_range_i64(jp + oh * g.js[3], g.Wo, r2)
+                    else:
+                        pg_row_range_i32(jp + oh * g.js[3], g.Wo, r2)
+                    if l == 0 or r2[0] < rng[2 * oh]:
+                        rng[2 * oh] = r2[0]
+                    if l == 0 or r2[1] > rng[2 * oh + 1]:
+                        rng[2 * oh + 1] = r2[1]
+            any_bad = 0
+            for oh in range(g.Ho):
+                any_bad |= rng[2 * oh] < 0 or rng[2 * oh + 1] >= <int64_t>limit
+            if not any_bad:
+                return 0
         else:
             for oh in range(g.Ho):
                 rng[2 * oh] = 0
                 rng[2 * oh + 1] = <int64_t>limit - 1
+    elif g.L > 1 and g.js[4] == 1 and g.js[5] != 1:
+        # lanes whose rows lie in NCHW planes: the vectorised pass below, plane by plane
+        rows, per_row = g.Ho, g.Wo
+        if g.js[3] == per_row:
+            rows, per_row = 1, g.Ho * g.Wo
+        any_bad = 0
+        for l in range(g.L):
+            jp = jb + l * g.js[5]
+            for oh in range(rows):
+                if idx_t is int64_t:
+                    any_bad |= pg_any_bad_i64(jp + oh * g.js[3], per_row, limit)
+                else:
+                    any_bad |= pg_any_bad_i32(jp + oh * g.js[3], per_row, limit)
+        if not any_bad:
+            return 0
     elif (g.L == 1 and g.js[4] == 1) or (g.js[5] == 1 and g.js[4] == g.L):
         # unit-stride rows: a vectorised pass that only says whether any index is bad
         # (pg_index.h), over the whole plane where its rows follow each other; the exact

@@ -9,6 +9,9 @@
  * none inside the block skipped, and in one with some inside the others added to slots
  * past the block (buf[dummy .. dummy + 3], never stored) rather than branched around.
  * For the lanes of one pixel (channels-last, i = lane): buf[(j[i] - lo) * lanes + i] += g[i].
+ * pg_scatter_lane_rows: an output row of all lanes whose grad_output or indices are not
+ * channels-last (NCHW planes, say) into a channels-last block: buf[(j_l[i] - lo) * lanes +
+ * l] += g_l[i].
  *
  * pg_flush_block: the block's n sums stored to a contiguous run of grad_input, rounded to
  * the output format as the baseline does (round to nearest even, NaN kept quiet), and the
@@ -91,12 +94,15 @@ static inline __m256i pg_idx4(const void *j, ptrdiff_t i, int j64, __m256i lo)
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_scatter_body(float *PG_RESTRICT buf, const void *g, int kind,
                                    const void *j, int j64, ptrdiff_t n, uint64_t lo,
-                                   uint64_t span, ptrdiff_t lanes, ptrdiff_t dummy,
-                                   uint8_t *PG_RESTRICT map, ptrdiff_t mshift)
+                                   uint64_t span, ptrdiff_t lanes, int tstep,
+                                   ptrdiff_t dummy, uint8_t *PG_RESTRICT map,
+                                   ptrdiff_t mshift)
 {
     /* value t of the row goes to position q of the block: buf[q] for a row of one lane,
-     * buf[q * lanes + t] for the lanes of one pixel (channels-last) */
-#define PG_AT(q, t) (lanes == 1 ? (ptrdiff_t)(q) : (ptrdiff_t)(q) * lanes + (t))
+     * buf[q * lanes + t] for the lanes of one pixel (channels-last, tstep 1), buf[q * lanes]
+     * for a row of one lane of a channels-last block (tstep 0: buf points at the lane) */
+#define PG_AT(q, t) (lanes == 1 ? (ptrdiff_t)(q)                                            \
+                     : (ptrdiff_t)(q) * lanes + (tstep ? (ptrdiff_t)(t) : 0))
     /* with a map: the 8-value group of each position added to marked (pg_flush_block) */
 #define PG_ADD(at, v) do { const ptrdiff_t at_ = (at); pg_acc(buf + at_, (v)); \
                            if (map) map[(at_ + mshift) >> 3] = 1; } while (0)
@@ -133,7 +139,7 @@ static inline void pg_scatter_body(float *PG_RESTRICT buf, const void *g, int ki
             for (int k = 0; k < 4; k++) {
                 const uint64_t m = 0 - (uint64_t)((mask >> k) & 1);
                 const uint64_t at = (uint64_t)rr[k] * (uint64_t)lanes
-                                    + (uint64_t)(lanes == 1 ? 0 : i + k);
+                                    + (uint64_t)(lanes == 1 || !tstep ? 0 : i + k);
                 PG_ADD((ptrdiff_t)((at & m) | ((uint64_t)(dummy + k) & ~m)), vv[k]);
             }
         }
@@ -154,7 +160,7 @@ static void pg_scatter_mapped(float *buf, const void *g, int kind, const void *j
                               ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
                               ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
 {
-    pg_scatter_body(buf, g, kind, j, j64, n, lo, span, lanes, dummy, map, mshift);
+    pg_scatter_body(buf, g, kind, j, j64, n, lo, span, lanes, 1, dummy, map, mshift);
 }
 
 __attribute__((target("avx2,f16c")))
@@ -162,8 +168,8 @@ static void pg_scatter_lanes(float *buf, const void *g, int kind, const void *j,
                              ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
                              ptrdiff_t dummy)
 {
-    if (j64) pg_scatter_body(buf, g, kind, j, 1, n, lo, span, lanes, dummy, NULL, 0);
-    else pg_scatter_body(buf, g, kind, j, 0, n, lo, span, lanes, dummy, NULL, 0);
+    if (j64) pg_scatter_body(buf, g, kind, j, 1, n, lo, span, lanes, 1, dummy, NULL, 0);
+    else pg_scatter_body(buf, g, kind, j, 0, n, lo, span, lanes, 1, dummy, NULL, 0);
 }
 
 __attribute__((target("avx2,f16c")))
@@ -180,7 +186,7 @@ static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, i
         return;
     }
     /* one lane, the kinds as constants: each loop carries no test on them */
-#define PG_ROW(k, w) pg_scatter_body(buf, g, k, j, w, n, lo, span, 1, dummy, NULL, 0)
+#define PG_ROW(k, w) pg_scatter_body(buf, g, k, j, w, n, lo, span, 1, 1, dummy, NULL, 0)
     if (j64) {
         if (kind == 0) PG_ROW(0, 1);
         else if (kind == 1) PG_ROW(1, 1);
@@ -191,6 +197,86 @@ static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, i
         else PG_ROW(2, 0);
     }
 #undef PG_ROW
+}
+
+/* the rows of L lanes of a channels-last block whose grad_output or indices do not hold a
+ * pixel's lanes together (NCHW planes, or any strides): buf[(j[l, i] - lo) * L + l] +=
+ * g[l, i], value (l, i) at g + l * gl + i * gt and j + l * jl + i * jt (in elements),
+ * PG_LTILE columns of every lane at a time, so that the block's values added to lie on a
+ * few lines (lane by lane along whole rows, each addition went to a line of its own).
+ * Columns with a stride other than 1 are gathered a lane's tile at a time first.  A value
+ * of the block gets its additions in the same order as from pg_scatter_row over the
+ * pixels' lanes: for its lane, the columns in order. */
+#define PG_LTILE 8
+#define PG_LAHEAD 16   /* prefetch distance in columns (8 to 32: the same time) */
+
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_scatter_lanes_body(float *PG_RESTRICT buf, const void *g, ptrdiff_t gl,
+                                         ptrdiff_t gt, int kind, const void *j,
+                                         ptrdiff_t jl, ptrdiff_t jt, int j64, ptrdiff_t n,
+                                         ptrdiff_t L, uint64_t lo, uint64_t span,
+                                         ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift,
+                                         int rows)
+{
+    const ptrdiff_t es = kind ? 2 : 4, isz = j64 ? 8 : 4;
+    int64_t jtile[PG_LTILE];
+    float gtile[PG_LTILE];   /* PG_LTILE float32, or 16-bit values in its first half */
+    for (ptrdiff_t o = 0; o < n; o += PG_LTILE) {
+        const ptrdiff_t m = n - o < PG_LTILE ? n - o : PG_LTILE;
+        const char *gp = (const char *)g + o * gt * es;
+        const char *jp = (const char *)j + o * jt * isz;
+        for (ptrdiff_t l = 0; l < L; l++) {
+            const char *gr = gp + l * gl * es, *jr = jp + l * jl * isz;
+            if (rows) {
+                /* L rows read a tile at a time are more streams than the prefetchers
+                 * follow: the next tiles' lines asked for here (past a row's end: the next
+                 * row's) */
+                _mm_prefetch(jr + PG_LAHEAD * isz, _MM_HINT_T0);
+                _mm_prefetch(gr + PG_LAHEAD * es, _MM_HINT_T0);
+            }
+            if (gt != 1) {
+                for (ptrdiff_t k = 0; k < m; k++) {
+                    if (kind == 0) gtile[k] = ((const float *)gr)[k * gt];
+                    else ((uint16_t *)gtile)[k] = ((const uint16_t *)gr)[k * gt];
+                }
+                gr = (const char *)gtile;
+            }
+            if (jt != 1) {
+                for (ptrdiff_t k = 0; k < m; k++) {
+                    if (j64) jtile[k] = ((const int64_t *)jr)[k * jt];
+                    else ((int32_t *)jtile)[k] = ((const int32_t *)jr)[k * jt];
+                }
+                jr = (const char *)jtile;
+            }
+            pg_scatter_body(buf + l, gr, kind, jr, j64, m, lo, span, L, 0, dummy - l, map,
+                            mshift + l);
+        }
+    }
+}
+
+__attribute__((target("avx2,f16c")))
+static void pg_scatter_lane_rows(float *buf, const void *g, ptrdiff_t gl, ptrdiff_t gt,
+                                 int kind, const void *j, ptrdiff_t jl, ptrdiff_t jt, int j64,
+                                 ptrdiff_t n, ptrdiff_t L, uint64_t lo, uint64_t span,
+                                 ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
+{
+#define PG_LR(k, w, r) pg_scatter_lanes_body(buf, g, gl, r ? 1 : gt, k, j, jl, r ? 1 : jt, w, \
+                                             n, L, lo, span, dummy, map, mshift, r)
+    if (map || gt != 1 || jt != 1) {
+        PG_LR(kind, j64, 0);
+        return;
+    }
+    /* rows in planes, the kinds as constants */
+    if (j64) {
+        if (kind == 0) PG_LR(0, 1, 1);
+        else if (kind == 1) PG_LR(1, 1, 1);
+        else PG_LR(2, 1, 1);
+    } else {
+        if (kind == 0) PG_LR(0, 0, 1);
+        else if (kind == 1) PG_LR(1, 0, 1);
+        else PG_LR(2, 0, 1);
+    }
+#undef PG_LR
 }
 
 /* the first index from which whole 64-byte lines of dst begin (n: none, or dst not aligned
@@ -969,6 +1055,15 @@ static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, i
 {
     (void)buf; (void)g; (void)kind; (void)j; (void)j64; (void)n; (void)lo; (void)span;
     (void)lanes; (void)dummy; (void)map; (void)mshift;
+}
+
+static void pg_scatter_lane_rows(float *buf, const void *g, ptrdiff_t gl, ptrdiff_t gt,
+                                 int kind, const void *j, ptrdiff_t jl, ptrdiff_t jt, int j64,
+                                 ptrdiff_t n, ptrdiff_t L, uint64_t lo, uint64_t span,
+                                 ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
+{
+    (void)buf; (void)g; (void)gl; (void)gt; (void)kind; (void)j; (void)jl; (void)jt;
+    (void)j64; (void)n; (void)L; (void)lo; (void)span; (void)dummy; (void)map; (void)mshift;
 }
 
 static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int stream,

@@ -9,6 +9,8 @@
   conversions), chosen at run time on CPUs that have AVX2: the same bits as the baseline
   loops, with windows of 1 to 3 taps per phase and rows of every length mod 8;
 * the max-pool scatter's AVX2 loops against the baseline ones, streamed or not;
+* the max-pool scatter of NCHW (or strided) grad_output and indices into a channels-last
+  grad_input, a few columns of every lane at a time: the bits of the all-channels-last call;
 * blocks of a few rows (and D planes), as large calls have, on small shapes: the same bits
   as whole planes;
 * the max-pool index check's fast path for contiguous index planes, at the edges of the
@@ -1287,6 +1289,70 @@ def test_max_pool_channels_last_into_nchw_as_lanes_gives_the_rows_bits(dtype, id
         return outs
 
     _same_bits_as_plane_rows(monkeypatch, runs)
+
+
+# grad_output or indices that do not hold a pixel's lanes together (NCHW planes, as the
+# forward returns its indices, or any strides) into a channels-last grad_input (np.empty_like
+# of a channels-last x): a few columns of every lane at a time, columns apart gathered first
+# (pg_scatter.h's pg_scatter_lane_rows); 8 lanes with rows shorter than a tile, 13 lanes
+# with 2.5 tiles a row, 64 lanes, and a sparse scatter (its map, under "sparse")
+NCHW_INTO_CL = [((2, 8, 12, 10), (6, 5)), ((1, 13, 9, 40), (9, 20)),
+                ((1, 64, 40, 36), (20, 18)), ((2, 16, 30, 30), (3, 3))]
+NCHW_INTO_CL_READS = [("c", "c"), ("channels_last", "c"), ("c", "channels_last"),
+                      ("sliced", "c"), ("c", "negative")]
+
+
+@pytest.mark.parametrize("mode", ["whole", "split", "sparse", "baseline"])
+@pytest.mark.parametrize("idx_dtype", [np.int32, np.int64])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_max_pool_nchw_into_channels_last_gives_the_lanes_bits(dtype, idx_dtype, mode,
+                                                              request, monkeypatch):
+    """grad_output and indices in NCHW planes (or one of them channels-last, or strided)
+    into a channels-last grad_input: the reference's values and the bits of the
+    all-channels-last call, repeated indices summed in the same order, 1 and 2 threads,
+    whole planes, blocks of rows (split), the sparse map, the baseline loops; a bad index (past the
+    plane, or negative) still raises and leaves grad_input as it was."""
+    rng = np.random.default_rng(36)
+    calls = []
+    for x_shape, o in NCHW_INTO_CL:
+        g = make_array(x_shape[:2] + o, dtype, rng)
+        idx = rng.integers(0, x_shape[2] * x_shape[3], g.shape).astype(idx_dtype)
+        idx[..., 1, :] = idx[..., 0, :]   # repeated indices, across rows and within them
+        idx[..., :, 1] = idx[..., :, 0]
+        want = pg.adaptive_max_pool2d_backward(
+            as_layout(g, "channels_last"), x_shape, as_layout(idx, "channels_last"),
+            out=empty_out(x_shape, dtype, "channels_last"))
+        with np.errstate(invalid="ignore"):
+            np.testing.assert_allclose(want.astype(np.float64),
+                                       ref_adaptive_max_pool2d_backward(g, x_shape, idx),
+                                       *tolerance(dtype))
+        calls.append((g, idx, x_shape, _bits(want)))
+    if mode == "whole":   # whole planes however many CPUs the machine has
+        monkeypatch.setattr(_plan, "MIN_ITEM_VALUES", 1 << 62)
+        monkeypatch.setattr(functions, "_cache", {})
+    elif mode == "split":
+        request.getfixturevalue("split_items")
+    elif mode == "sparse":
+        request.getfixturevalue("stream_regions")
+        monkeypatch.setattr(_plan, "SPARSE_BLOCK_VALUES", 0)
+        assert _plan.scatter_sparse(30 * 30, 3 * 3, 30 * 16)
+    elif mode == "baseline":
+        request.getfixturevalue("baseline_simd")
+    for g, idx, x_shape, want in calls:
+        for go_layout, ind_layout in NCHW_INTO_CL_READS:
+            go, ind = as_layout(g, go_layout), as_layout(idx, ind_layout)
+            for nt in (1, 2):
+                out = empty_out(x_shape, dtype, "channels_last")
+                pg.adaptive_max_pool2d_backward(go, x_shape, ind, out=out, n_threads=nt)
+                assert np.array_equal(_bits(out), want), (x_shape, go_layout, ind_layout, nt)
+    g, idx, x_shape, _ = calls[2]
+    for at, v in [((0, 63, 19, 17), x_shape[2] * x_shape[3]), ((0, 5, 3, 2), -1)]:
+        bad = idx.copy()
+        bad[at] = v
+        out = empty_out(x_shape, dtype, "channels_last")
+        with pytest.raises(pg.ParamInvalidError, match="indices"):
+            pg.adaptive_max_pool2d_backward(g, x_shape, bad, out=out, n_threads=2)
+        assert np.all(out == 7)
 
 
 # small planes of disjoint windows as one row each (_plan.flat_planes, plane_geometry):
