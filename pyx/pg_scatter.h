@@ -38,6 +38,7 @@
 #include "pg_cpu.h"
 #include "pg_half.h"
 #include "pg_stream.h"
+#include "pg_tpose.h"
 
 /* *b += v with the running total as the first operand of the instruction too: where both
  * are NaN, x86 returns the first one's bits, and a compiler may put either operand of `+=`
@@ -728,6 +729,97 @@ static int pg_lcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t js, ptr
 #undef PG_LC
 }
 
+/* pg_lcode_row for an output row whose indices lie in NCHW planes (lane l's row at
+ * j + l * jl, unit-stride columns; Wo >= 8 and L >= 8): the same codes in the same place,
+ * code[ow * L + l], eight lanes by eight columns at a time through a transpose (the last
+ * 8 lanes and columns overlapping the ones before); pf: the distance in elements to the
+ * indices to prefetch (the next output row's) */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline int pg_lcodet_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
+                                 ptrdiff_t jl, ptrdiff_t Wo, ptrdiff_t L, ptrdiff_t base,
+                                 ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw, ptrdiff_t pf)
+{
+    const ptrdiff_t isz = j64 ? 8 : 4;
+    const __m256i step = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                                            _mm256_set1_epi32((int)kw));
+    __m256i hi = _mm256_setzero_si256(), top = _mm256_setzero_si256();
+    for (ptrdiff_t l = 0; l < L; l += 8) {
+        if (l + 8 > L) l = L - 8;
+        const char *jr = (const char *)j + l * jl * isz;
+        for (ptrdiff_t o = 0; o < Wo; o += 8) {
+            if (o + 8 > Wo) o = Wo - 8;
+            const __m256i cur = _mm256_add_epi32(_mm256_set1_epi32((int)(base + o * kw)), step);
+            __m256 r[8];
+            for (int k = 0; k < 8; k++) {
+                /* more planes than the prefetchers follow: the next row's columns asked
+                 * for now */
+                _mm_prefetch(jr + (k * jl + o + pf) * isz, _MM_HINT_T0);
+                if (j64) _mm_prefetch(jr + (k * jl + o + 4 + pf) * isz, _MM_HINT_T0);
+                r[k] = _mm256_castsi256_ps(pg_wcode8(pg_wlow8(jr + k * jl * isz, o, j64, &hi),
+                                                     cur, W, kh, kw, kh == 2));
+            }
+            pg_tr8x8(r);
+            for (int m = 0; m < 8; m++)
+                pg_wcode_put8(code + (o + m) * L + l, _mm256_castps_si256(r[m]), &top);
+        }
+    }
+    return pg_wcode_all_in(top, hi, j64);
+}
+
+__attribute__((target("avx2,f16c")))
+static int pg_lcode_rowt(uint8_t *code, const void *j, int j64, ptrdiff_t jl, ptrdiff_t Wo,
+                         ptrdiff_t L, ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw,
+                         ptrdiff_t pf)
+{
+    if (kh == 2 && kw == 2) {   /* the 2x2 windows as constants */
+        if (j64) return pg_lcodet_body(code, j, 1, jl, Wo, L, base, W, 2, 2, pf);
+        return pg_lcodet_body(code, j, 0, jl, Wo, L, base, W, 2, 2, pf);
+    }
+    if (j64) return pg_lcodet_body(code, j, 1, jl, Wo, L, base, W, kh, kw, pf);
+    return pg_lcodet_body(code, j, 0, jl, Wo, L, base, W, kh, kw, pf);
+}
+
+/* an output row of grad_output values that lie in NCHW planes (lane l's row at g + l * gl,
+ * unit-stride columns; Wo >= 8 and L >= 8) copied to t in channels-last order, t[ow * L +
+ * l], eight by eight through a transpose (16-bit values widened to 32 bits and back: the
+ * same bits); es: 4 or 2; pf: the distance in elements to the values to prefetch */
+__attribute__((target("avx2,f16c")))
+static void pg_lanes_gather(void *t, const void *g, ptrdiff_t gl, ptrdiff_t Wo, ptrdiff_t L,
+                            ptrdiff_t es, ptrdiff_t pf)
+{
+    for (ptrdiff_t l = 0; l < L; l += 8) {
+        if (l + 8 > L) l = L - 8;
+        for (ptrdiff_t o = 0; o < Wo; o += 8) {
+            if (o + 8 > Wo) o = Wo - 8;
+            __m256 r[8];
+            if (es == 4) {
+                for (int k = 0; k < 8; k++) {
+                    _mm_prefetch((const char *)((const float *)g + (l + k) * gl + o + pf),
+                                 _MM_HINT_T0);
+                    r[k] = _mm256_loadu_ps((const float *)g + (l + k) * gl + o);
+                }
+                pg_tr8x8(r);
+                for (int m = 0; m < 8; m++)
+                    _mm256_storeu_ps((float *)t + (o + m) * L + l, r[m]);
+                continue;
+            }
+            for (int k = 0; k < 8; k++) {
+                _mm_prefetch((const char *)((const uint16_t *)g + (l + k) * gl + o + pf),
+                             _MM_HINT_T0);
+                r[k] = _mm256_castsi256_ps(_mm256_cvtepu16_epi32(_mm_loadu_si128(
+                    (const __m128i *)((const uint16_t *)g + (l + k) * gl + o))));
+            }
+            pg_tr8x8(r);
+            for (int m = 0; m < 8; m++) {
+                const __m256i q = _mm256_castps_si256(r[m]);
+                _mm_storeu_si128((__m128i *)((uint16_t *)t + (o + m) * L + l),
+                                 _mm_packus_epi32(_mm256_castsi256_si128(q),
+                                                  _mm256_extracti128_si256(q, 1)));
+            }
+        }
+    }
+}
+
 /* eight 16-bit values plus zero (kind 1 bfloat16: a bfloat16 value plus zero is a bfloat16
  * value, the top half of the float32 sum; 2 float16) */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
@@ -1085,6 +1177,21 @@ static int pg_lcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t js, ptr
     (void)code; (void)j; (void)j64; (void)js; (void)Wo; (void)L; (void)base; (void)W;
     (void)kh; (void)kw;
     return 0;
+}
+
+static int pg_lcode_rowt(uint8_t *code, const void *j, int j64, ptrdiff_t jl, ptrdiff_t Wo,
+                         ptrdiff_t L, ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw,
+                         ptrdiff_t pf)
+{
+    (void)code; (void)j; (void)j64; (void)jl; (void)Wo; (void)L; (void)base; (void)W;
+    (void)kh; (void)kw; (void)pf;
+    return 0;
+}
+
+static void pg_lanes_gather(void *t, const void *g, ptrdiff_t gl, ptrdiff_t Wo, ptrdiff_t L,
+                            ptrdiff_t es, ptrdiff_t pf)
+{
+    (void)t; (void)g; (void)gl; (void)Wo; (void)L; (void)es; (void)pf;
 }
 
 static void pg_lwrite_row(void *dst, ptrdiff_t rs, ptrdiff_t xs, const void *g, ptrdiff_t gs,

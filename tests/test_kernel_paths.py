@@ -11,6 +11,7 @@
 * the max-pool scatter's AVX2 loops against the baseline ones, streamed or not;
 * the max-pool scatter of NCHW (or strided) grad_output and indices into a channels-last
   grad_input, a few columns of every lane at a time: the bits of the all-channels-last call;
+  and its gather form, rows brought to channels-last order through transposes;
 * blocks of a few rows (and D planes), as large calls have, on small shapes: the same bits
   as whole planes;
 * the max-pool index check's fast path for contiguous index planes, at the edges of the
@@ -2699,6 +2700,99 @@ def test_max_pool_channels_last_gather_form_gives_the_scatters_bits(dtype, mode,
                     outs.append(_bits(out))
         return outs
 
+    _same_bits_after(request, "no_window", runs)
+
+
+# the channels-last gather form with grad_output and indices in NCHW planes (pg_scatter.h:
+# pg_lcode_rowt, pg_lanes_gather): lane rows with at least 8 output columns, the last 8
+# lanes and columns overlapping the ones before
+LMIXED_CASES = [  # (x shape, output size, planned)
+    ((2, 16, 8, 16), (4, 8), True),         # 2 x 2, one block of 8 columns
+    ((1, 13, 9, 40), (9, 20), True),        # 1 x 2, 13 lanes, 20 columns
+    ((1, 64, 12, 20), (4, 10), True),       # 3 x 2, lanes of 128 bytes or more
+    ((2, 64, 16, 64), (2, 8), True),        # 8 x 8, the largest
+    ((1, 1032, 4, 16), (2, 8), True),       # lanes in two blocks (1024 + 8)
+    ((2, 24, 12, 20), (4, 10), False),      # 3 x 2, lanes of 48 or 96 bytes: the scatter
+    ((1, 16, 4, 14), (2, 7), False),        # 7 columns: the scatter
+]
+
+
+@pytest.mark.parametrize("mode", [None, "stream_everything"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_max_pool_nchw_into_channels_last_gather_form_gives_the_scatters_bits(dtype, mode,
+                                                                              request):
+    """The channels-last gather form from grad_output and indices in NCHW planes against
+    the scatter and the reference: special values, int32 and int64 indices, planes with a
+    stray index or one position twice (those take the scatter), grad_input contiguous,
+    columns apart and unaligned, streamed or not, 1 and 3 threads; planned where
+    LMIXED_CASES says; a bad index anywhere leaves grad_input untouched."""
+    if mode:
+        request.getfixturevalue(mode)
+    rng = np.random.default_rng(37)
+    cases = []
+    for x_shape, o, planned in LMIXED_CASES:
+        for kind in ("window", "stray"):
+            idx = _window_indices(x_shape, o, rng, kind)
+            go = _special(idx.shape, dtype, rng)
+            for idx_dtype in (np.int64, np.int32):
+                cases.append((x_shape, go, idx.astype(idx_dtype), planned))
+
+    def runs():
+        outs = []
+        for x_shape, go, idx, planned in cases:
+            want = ref_adaptive_max_pool2d_backward(go, x_shape, idx)
+            for gap in (0, -1, 1, 8):
+                out = _lanes_view(x_shape, dtype, gap)
+                op = pg.AdaptiveMaxPool2dBackward(go, x_shape, idx, out)
+                if dtype != np.float64 and _kernels.simd_in_use() == "avx2":
+                    assert ((op._kernel.shared_bytes >= idx.size)
+                            == (_plan.SCATTER_WINDOW and planned)), (x_shape, gap)
+                for nt in (1, 3):
+                    out[...] = 7
+                    op.execute(n_threads=nt)
+                    np.testing.assert_allclose(out.astype(np.float64), want,
+                                               *tolerance(dtype))
+                    if gap > 0:
+                        assert np.all(out.base[..., :gap] == 7)
+                        assert np.all(out.base[..., gap + x_shape[1]:] == 7)
+                    elif gap < 0:
+                        assert out.base[0] == 7   # the element before it
+                    outs.append(_bits(out))
+        return outs
+
+    if dtype != np.float64 and _kernels.simd_in_use() == "avx2":
+        # the check's pass: each index's code r * kw + c in its own window, in channels-last
+        # order at the workspace's 64-byte aligned start, then a byte per output row and
+        # one per plane saying that all lie in their windows (so the planes were gathered)
+        for x_shape, go, idx, planned in cases[::2]:
+            if not planned:
+                continue
+            n, c, ho, wo = idx.shape
+            kh, kw = x_shape[2] // ho, x_shape[3] // wo
+            out = _lanes_view(x_shape, dtype, 0)
+            op = pg.AdaptiveMaxPool2dBackward(go, x_shape, idx, out)
+            ws = np.zeros(op.workspace_size, np.uint8)
+            op.execute(ws, n_threads=2)
+            at = (-ws.ctypes.data) % 64
+            codes = ws[at:at + idx.size].reshape(n, ho, wo, c)
+            ok = ws[at + idx.size + n * ho:at + idx.size + n * ho + n]
+            rows = idx // x_shape[3] - np.arange(ho)[:, None] * kh
+            cols = idx % x_shape[3] - np.arange(wo) * kw
+            code = (rows * kw + cols).transpose(0, 2, 3, 1)
+            stray = np.any((rows < 0) | (rows >= kh) | (cols < 0) | (cols >= kw),
+                           axis=(1, 2, 3))
+            np.testing.assert_array_equal(ok, ~stray)
+            np.testing.assert_array_equal(codes[~stray], code[~stray])
+    x_shape, go, idx, _ = cases[8]   # (1, 64, 12, 20) -> (4, 10), int64, in its windows
+    own = int(idx[0, 37, 3, 9])
+    for bad_value in (-1, 12 * 20, own + 2**32, own - 2**32, own + 2**31):
+        bad = idx.copy()
+        bad[0, 37, 3, 9] = bad_value
+        dst = _lanes_view(x_shape, dtype, 0)
+        with pytest.raises(pg.ParamInvalidError) as e:
+            pg.AdaptiveMaxPool2dBackward(go, x_shape, bad, dst).execute()
+        assert e.value.code == 161002
+        assert np.all(dst == 7)
     _same_bits_after(request, "no_window", runs)
 
 
