@@ -2379,8 +2379,9 @@ cdef Py_ssize_t _plane_bad(const idx_t* ind, const Scatter* g, Py_ssize_t p,
     cdef Py_ssize_t n = p // g.C
     cdef const idx_t* jb = ind + n * g.js[0] + c * g.js[1]
     cdef const idx_t* jp
-    cdef Py_ssize_t oh, ow, l, bad = 0, n_el = g.Ho * g.Wo * g.L, rows, per_row
+    cdef Py_ssize_t oh, ow, l, bad = 0, rows, per_row
     cdef int any_bad
+    cdef bint lanes_apart
     cdef int64_t r2[2]
     if rng != NULL:
         rng = rng + p * g.Ho * 2
@@ -2417,34 +2418,23 @@ cdef Py_ssize_t _plane_bad(const idx_t* ind, const Scatter* g, Py_ssize_t p,
             for oh in range(g.Ho):
                 rng[2 * oh] = 0
                 rng[2 * oh + 1] = <int64_t>limit - 1
-    elif g.L > 1 and g.js[4] == 1 and g.js[5] != 1:
-        # lanes whose rows lie in NCHW planes: the vectorised pass below, plane by plane
-        rows, per_row = g.Ho, g.Wo
+    elif g.js[4] == 1 or (g.js[5] == 1 and g.js[4] == g.L):
+        # unit-stride rows (of all lanes together, or of each lane where the lanes lie in
+        # NCHW planes): a vectorised pass that only says whether any index is bad
+        # (pg_index.h), over the whole plane where its rows follow each other; the exact
+        # count below runs only when one is
+        lanes_apart = g.L > 1 and not (g.js[5] == 1 and g.js[4] == g.L)
+        rows, per_row = g.Ho, (g.Wo if lanes_apart else g.Wo * g.L)
         if g.js[3] == per_row:
-            rows, per_row = 1, g.Ho * g.Wo
+            rows, per_row = 1, g.Ho * per_row
         any_bad = 0
-        for l in range(g.L):
+        for l in range(g.L if lanes_apart else 1):
             jp = jb + l * g.js[5]
             for oh in range(rows):
                 if idx_t is int64_t:
                     any_bad |= pg_any_bad_i64(jp + oh * g.js[3], per_row, limit)
                 else:
                     any_bad |= pg_any_bad_i32(jp + oh * g.js[3], per_row, limit)
-        if not any_bad:
-            return 0
-    elif (g.L == 1 and g.js[4] == 1) or (g.js[5] == 1 and g.js[4] == g.L):
-        # unit-stride rows: a vectorised pass that only says whether any index is bad
-        # (pg_index.h), over the whole plane where its rows follow each other; the exact
-        # count below runs only when one is
-        rows, per_row = g.Ho, g.Wo * g.L
-        if g.js[3] == per_row:
-            rows, per_row = 1, n_el
-        any_bad = 0
-        for oh in range(rows):
-            if idx_t is int64_t:
-                any_bad |= pg_any_bad_i64(jb + oh * g.js[3], per_row, limit)
-            else:
-                any_bad |= pg_any_bad_i32(jb + oh * g.js[3], per_row, limit)
         if not any_bad:
             return 0
     for oh in range(g.Ho):

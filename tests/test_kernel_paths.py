@@ -2657,6 +2657,33 @@ def _lanes_view(shape, dtype, gap):
     return store[..., gap:gap + c].transpose(0, 3, 1, 2)
 
 
+def _lanes_gather_runs(cases, dtype):
+    """Each case (x shape, grad_output, indices, planned(gap)) into channels-last
+    grad_input views (_lanes_view) at gaps 0, -1, 1 and 8, on 1 and 3 threads: the
+    reference's values, nothing written outside, the gather form's codes in the workspace
+    where planned(gap) says; returns the bits of every result."""
+    outs = []
+    for x_shape, go, idx, planned in cases:
+        want = ref_adaptive_max_pool2d_backward(go, x_shape, idx)
+        for gap in (0, -1, 1, 8):
+            out = _lanes_view(x_shape, dtype, gap)
+            op = pg.AdaptiveMaxPool2dBackward(go, x_shape, idx, out)
+            if dtype != np.float64 and _kernels.simd_in_use() == "avx2":
+                assert ((op._kernel.shared_bytes >= idx.size)
+                        == (_plan.SCATTER_WINDOW and planned(gap))), (x_shape, gap)
+            for nt in (1, 3):
+                out[...] = 7
+                op.execute(n_threads=nt)
+                np.testing.assert_allclose(out.astype(np.float64), want, *tolerance(dtype))
+                if gap > 0:
+                    assert np.all(out.base[..., :gap] == 7)
+                    assert np.all(out.base[..., gap + x_shape[1]:] == 7)
+                elif gap < 0:
+                    assert out.base[0] == 7   # the element before it
+                outs.append(_bits(out))
+    return outs
+
+
 @pytest.mark.parametrize("mode", [None, "stream_everything"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_max_pool_channels_last_gather_form_gives_the_scatters_bits(dtype, mode, request):
@@ -2676,29 +2703,11 @@ def test_max_pool_channels_last_gather_form_gives_the_scatters_bits(dtype, mode,
                 cases.append((x_shape, go, idx.astype(idx_dtype), dense, apart))
 
     def runs():
-        outs = []
-        for x_shape, go, idx, dense, apart in cases:
-            want = ref_adaptive_max_pool2d_backward(go, x_shape, idx)
-            for gap in (0, -1, 1, 8):
-                out = _lanes_view(x_shape, dtype, gap)
-                op = pg.AdaptiveMaxPool2dBackward(go, x_shape, idx, out)
-                if dtype != np.float64 and _kernels.simd_in_use() == "avx2":
-                    # the codes (a byte per index) in the shared workspace; the scatter's
-                    # row ranges of a plane split into blocks are fewer bytes
-                    planned = _plan.SCATTER_WINDOW and (dense if gap <= 0 else apart)
-                    assert (op._kernel.shared_bytes >= idx.size) == planned, (x_shape, gap)
-                for nt in (1, 3):
-                    out[...] = 7
-                    op.execute(n_threads=nt)
-                    np.testing.assert_allclose(out.astype(np.float64), want,
-                                               *tolerance(dtype))
-                    if gap > 0:
-                        assert np.all(out.base[..., :gap] == 7)
-                        assert np.all(out.base[..., gap + x_shape[1]:] == 7)
-                    elif gap < 0:
-                        assert out.base[0] == 7   # the element before it
-                    outs.append(_bits(out))
-        return outs
+        # the codes (a byte per index) in the shared workspace; the scatter's row ranges of
+        # a plane split into blocks are fewer bytes
+        return _lanes_gather_runs(
+            [(x_shape, go, idx, lambda gap, d=dense, a=apart: d if gap <= 0 else a)
+             for x_shape, go, idx, dense, apart in cases], dtype)
 
     _same_bits_after(request, "no_window", runs)
 
@@ -2738,27 +2747,8 @@ def test_max_pool_nchw_into_channels_last_gather_form_gives_the_scatters_bits(dt
                 cases.append((x_shape, go, idx.astype(idx_dtype), planned))
 
     def runs():
-        outs = []
-        for x_shape, go, idx, planned in cases:
-            want = ref_adaptive_max_pool2d_backward(go, x_shape, idx)
-            for gap in (0, -1, 1, 8):
-                out = _lanes_view(x_shape, dtype, gap)
-                op = pg.AdaptiveMaxPool2dBackward(go, x_shape, idx, out)
-                if dtype != np.float64 and _kernels.simd_in_use() == "avx2":
-                    assert ((op._kernel.shared_bytes >= idx.size)
-                            == (_plan.SCATTER_WINDOW and planned)), (x_shape, gap)
-                for nt in (1, 3):
-                    out[...] = 7
-                    op.execute(n_threads=nt)
-                    np.testing.assert_allclose(out.astype(np.float64), want,
-                                               *tolerance(dtype))
-                    if gap > 0:
-                        assert np.all(out.base[..., :gap] == 7)
-                        assert np.all(out.base[..., gap + x_shape[1]:] == 7)
-                    elif gap < 0:
-                        assert out.base[0] == 7   # the element before it
-                    outs.append(_bits(out))
-        return outs
+        return _lanes_gather_runs([(x_shape, go, idx, lambda gap, p=planned: p)
+                                   for x_shape, go, idx, planned in cases], dtype)
 
     if dtype != np.float64 and _kernels.simd_in_use() == "avx2":
         # the check's pass: each index's code r * kw + c in its own window, in channels-last
