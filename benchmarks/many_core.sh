@@ -8,6 +8,9 @@
 #   bash benchmarks/many_core.sh OUT bench 1,2,4    the suite at these thread counts
 #   bash benchmarks/many_core.sh OUT bench 8,16
 #   bash benchmarks/many_core.sh OUT bench 16 --cases max     (more bench.py options)
+#   bash benchmarks/many_core.sh OUT all 1,2,4,8,16 --budget 0.3
+#                                  one build: determinism 1..nproc, then the sweep (no tests;
+#                                  the build alone takes about 3 minutes of a 10-minute slot)
 #
 # Every command builds and installs the checkout first (`pip install --no-build-isolation`,
 # compiled afresh each time) and runs from outside the checkout, so the installed
@@ -35,15 +38,22 @@ echo "== install ($(date -u +%FT%TZ), $cores CPUs)"
 cd "$out"
 "$py" -c "import pool_grad; print(pool_grad.__file__); pool_grad.show_config()"
 
+determinism() {
+    echo "== determinism, 1..$cores threads"
+    "$py" "$src/benchmarks/check_threads.py" --max-threads "$cores" --calls 400 \
+        2>&1 | tee "$out/check_threads.log" | tail -8
+}
+
 case $what in
 check)
     echo "== tests"
     "$py" -m pytest -c "$src/pyproject.toml" --rootdir "$src" "$src/tests" -q \
         -p no:cacheprovider 2>&1 | tail -5
-    echo "== determinism, 1..$cores threads"
-    "$py" "$src/benchmarks/check_threads.py" --max-threads "$cores" --calls 400 \
-        2>&1 | tee "$out/check_threads.log" | tail -8
+    determinism
     ;;
+all)
+    determinism
+    ;&
 bench)
     tag=${threads//,/-}
     echo "== bench.py --sweep $threads"
@@ -52,7 +62,7 @@ bench)
         | tail -60
     ;;
 *)
-    echo "unknown command '$what' (check or bench)" >&2
+    echo "unknown command '$what' (check, bench or all)" >&2
     exit 2
     ;;
 esac
