@@ -10,8 +10,11 @@
 #   bash benchmarks/many_core.sh OUT bench 16 --cases max     (more bench.py options)
 #   bash benchmarks/many_core.sh OUT all 1,2,4,8,16 --budget 0.3
 #                                  one build: determinism 1..nproc, then the sweep (no tests;
-#                                  the build alone takes about 3 minutes of a 10-minute slot)
+#                                  the build takes 1.5-3 minutes of a 10-minute slot)
+#   bash benchmarks/many_core.sh OUT stores 1,16 --rounds 7   streamed against ordinary
+#                                  stores and the form each op keeps (stream_ab.py)
 #
+# SKIP_INSTALL=1 runs a second command on the package the first installed.
 # Every command builds and installs the checkout first (`pip install --no-build-isolation`,
 # compiled afresh each time) and runs from outside the checkout, so the installed
 # package is the one measured.  OUT receives the logs and, for `bench`, a JSON file per call
@@ -32,9 +35,11 @@ src=$(cd "$(dirname "$0")/.." && pwd)
 cores=$(nproc)
 export POOL_GRAD_GIT=${POOL_GRAD_GIT:-$(git -C "$src" describe --always --dirty 2>/dev/null || true)}
 
-echo "== install ($(date -u +%FT%TZ), $cores CPUs)"
-(cd "$src" && "$py" -m pip install --no-build-isolation --no-deps -q . ) \
-    >"$out/install.log" 2>&1 || { tail -40 "$out/install.log"; exit 1; }
+if [ -z "${SKIP_INSTALL:-}" ]; then
+    echo "== install ($(date -u +%FT%TZ), $cores CPUs)"
+    (cd "$src" && "$py" -m pip install --no-build-isolation --no-deps -q . ) \
+        >"$out/install.log" 2>&1 || { tail -40 "$out/install.log"; exit 1; }
+fi
 cd "$out"
 "$py" -c "import pool_grad; print(pool_grad.__file__); pool_grad.show_config()"
 
@@ -61,8 +66,14 @@ bench)
         --json "$out/results_${cores}core_t$tag.json" 2>&1 | tee "$out/bench_t$tag.log" \
         | tail -60
     ;;
+stores)
+    tag=${threads//,/-}
+    echo "== stream_ab.py --threads $threads"
+    "$py" "$src/benchmarks/stream_ab.py" --threads "$threads" "$@" \
+        --json "$out/stores_${cores}core_t$tag.json" 2>&1 | tee "$out/stores_t$tag.log"
+    ;;
 *)
-    echo "unknown command '$what' (check, bench or all)" >&2
+    echo "unknown command '$what' (check, bench, all or stores)" >&2
     exit 2
     ;;
 esac

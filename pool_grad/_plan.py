@@ -186,11 +186,26 @@ def stream_bytes(threads):
     return min(STREAM_BYTES, max(8 << 20, share))
 
 
-def streaming(out6, threads):
+# Outputs larger than this are planned in both store forms, the one stream_bytes implies
+# and the other (streamed where it is not, ordinary stores where it is), and the kernel's
+# first calls time the two and keep the faster (PlannedKernel.set_alternate): which is
+# faster depends on the machine more than any rule here can tell.  On a 2-vCPU Cascade
+# Lake (36 MB L3) streaming took 1.1-1.7x the time of ordinary stores for 13 of the
+# suite's 17 large cases on 1 and 2 threads (a bare pass over the same bytes 1.3x), where
+# the 2-vCPU EPYC and the 16-CPU Xeon's single thread had gained from it.  None: never
+# (the tests and benchmarks/instructions.py, which count one form's instructions).
+TUNE_BYTES = 8 << 20
+
+# a limit that no output exceeds: the form with ordinary stores only
+NEVER = 1 << 62
+
+
+def streaming(out6, threads, limit=None):
     """Whether the kernels should write this (6-D view of an) output with streaming stores,
-    in a call planned for ``threads`` threads."""
+    in a call planned for ``threads`` threads (or where it is larger than ``limit``)."""
     row = out6.shape[4] * out6.shape[5] * out6.itemsize
-    return out6.nbytes > stream_bytes(threads) and row >= STREAM_ROW_BYTES
+    limit = stream_bytes(threads) if limit is None else limit
+    return out6.nbytes > limit and row >= STREAM_ROW_BYTES
 
 
 # rows shorter than this are not streamed as blocks either: the k2s2 case's 224-byte rows
@@ -206,14 +221,32 @@ REGION_ROW_BYTES = 256
 FOLDED_REGION_ROW_BYTES = 64
 
 
-def streaming_region(out6, threads, min_row=None):
+def streaming_region(out6, threads, min_row=None, limit=None):
     """Whether a kernel should stream whole blocks of rows (the gather's C items, pg_item.h;
-    the max-pool scatter): outputs larger than ``stream_bytes(threads)``, with rows of at
-    least min_row bytes (default REGION_ROW_BYTES; the scatter, which writes a block at
-    once, 0)."""
+    the max-pool scatter): outputs larger than ``stream_bytes(threads)`` (or ``limit``),
+    with rows of at least min_row bytes (default REGION_ROW_BYTES; the scatter, which
+    writes a block at once, 0)."""
     row = out6.shape[4] * out6.shape[5] * out6.itemsize
     min_row = REGION_ROW_BYTES if min_row is None else min_row
-    return out6.nbytes > stream_bytes(threads) and row >= min_row
+    limit = stream_bytes(threads) if limit is None else limit
+    return out6.nbytes > limit and row >= min_row
+
+
+def store_forms(out6, threads, flags, build):
+    """The kernel of one call, built by ``build(flags(limit))`` in the store form that
+    ``stream_bytes(threads)`` implies and, where the output is larger than TUNE_BYTES and
+    the other form's flags differ, with that form as its timed alternate."""
+    limit = stream_bytes(threads)
+    planned = flags(limit)
+    kernel = build(planned)
+    kernel.form = "stream" if any(planned) else "cache"
+    if TUNE_BYTES is not None and out6.nbytes > TUNE_BYTES:
+        other = flags(NEVER if any(planned) else TUNE_BYTES)
+        if other != planned:
+            alt = build(other)
+            alt.form = "stream" if any(other) else "cache"
+            kernel.set_alternate(alt)
+    return kernel
 
 
 def taps(lo, hi, n_out):

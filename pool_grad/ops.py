@@ -109,19 +109,25 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     tables, taps, runs, poly, weights, bd, bh, rows, terms, scale_w = geometry
     w = gi6.shape[4]
     nt = _threads.planned()
-    kernel = _kernels.AvgGatherKernel(go6, gi6, _plan.KINDS[go.dtype], rnd, tables, taps,
-                                      runs, poly, weights, bd, bh, rows, terms, scale_w,
-                                      _plan.streaming(gi6, nt), tstore, fill,
-                                      _plan.streaming_region(
-                                          gi6, nt, _plan.FOLDED_REGION_ROW_BYTES
-                                          if folded and not disjoint else None),
-                                      _plan.streaming_region(gi6, nt, 0),
-                                      tstore and _plan.plane_regs(w, gi6.itemsize, taps),
-                                      _plan.prefetching(go6))
-    # building the kernel allocates nothing in proportion to its scratch: refuse here,
-    # before any workspace, scratch a thread that no machine of this memory could hold
-    v.memory_fits(kernel.scratch_bytes * _threads.CPU_COUNT, "grad_output", "scratch rows")
-    return kernel
+    region_row = _plan.FOLDED_REGION_ROW_BYTES if folded and not disjoint else None
+
+    def flags(limit):   # rows streamed, blocks of rows streamed, larger than the cache
+        return (_plan.streaming(gi6, nt, limit),
+                _plan.streaming_region(gi6, nt, region_row, limit),
+                _plan.streaming_region(gi6, nt, 0, limit))
+
+    def build(f):
+        kernel = _kernels.AvgGatherKernel(
+            go6, gi6, _plan.KINDS[go.dtype], rnd, tables, taps, runs, poly, weights, bd, bh,
+            rows, terms, scale_w, f[0], tstore, fill, f[1], f[2],
+            tstore and _plan.plane_regs(w, gi6.itemsize, taps), _plan.prefetching(go6))
+        # building the kernel allocates nothing in proportion to its scratch: refuse here,
+        # before any workspace, scratch a thread that no machine of this memory could hold
+        v.memory_fits(kernel.scratch_bytes * _threads.CPU_COUNT, "grad_output",
+                      "scratch rows")
+        return kernel
+
+    return _plan.store_forms(gi6, nt, flags, build)
 
 
 class AvgPool2dBackward(Operator):
@@ -362,11 +368,14 @@ class AdaptiveMaxPool2dBackward(Operator):
             nt = _threads.planned()
             if _plan.SCATTER_WINDOW:
                 flat = _plan.window_spread(ww, lanes, go6.shape[4], gi6.itemsize)
-            kernel = _kernels.MaxScatterKernel(
-                go6, ind6, gi6, _plan.KINDS[dt], bh, _plan.streaming(gi6, nt),
-                _plan.streaming_region(gi6, nt, 0),
-                _plan.scatter_sparse(hh * ww, go6.shape[3] * go6.shape[4], bh * ww * lanes),
-                _plan.SCATTER_WINDOW, flat)
+            sparse = _plan.scatter_sparse(hh * ww, go6.shape[3] * go6.shape[4],
+                                          bh * ww * lanes)
+            kernel = _plan.store_forms(
+                gi6, nt, lambda limit: (_plan.streaming(gi6, nt, limit),
+                                        _plan.streaming_region(gi6, nt, 0, limit)),
+                lambda f: _kernels.MaxScatterKernel(go6, ind6, gi6, _plan.KINDS[dt], bh,
+                                                    f[0], f[1], sparse,
+                                                    _plan.SCATTER_WINDOW, flat))
         elif go.size and not gi.size:
             # a zero-size plane with grad_output values: every index is out of range
             self._plane = 0

@@ -481,6 +481,21 @@ cdef enum:
 GRAIN_BYTES = C_GRAIN_BYTES
 ALIGN = C_ALIGN
 
+# A kernel with an alternate store form (PlannedKernel.set_alternate) runs its first
+# TUNE_CALLS calls in turn in both forms: one call each to fault in pages and scratch,
+# then C_TUNE_TIMED timed calls each.  The alternate is kept where its least time is below
+# TUNE_MARGIN times the planned form's: both give the same bits, and which stores are
+# faster depends on the machine (on the 2-vCPU EPYC streaming stores wrote outputs larger
+# than the cache 13-24 % faster, on a 2-vCPU Cascade Lake 1.3x slower; benchmarks/
+# stream_ab.py), on the call and on what else the process does with the cache.
+cdef enum:
+    C_TUNE_TIMED = 3
+    C_TUNE_CALLS = 2 + 2 * C_TUNE_TIMED
+TUNE_CALLS = C_TUNE_CALLS
+TUNE_MARGIN = 0.97
+
+from time import perf_counter as _perf_counter
+
 
 def _raise_invalid(arg, rule, value):
     from pool_grad._errors import invalid
@@ -514,9 +529,53 @@ cdef class PlannedKernel:
     cdef void* _own
     cdef size_t _own_bytes
     cdef bint _own_busy
+    # the store form this kernel was planned with, "stream" or "cache" (ops.py); the same
+    # call in the other form, timed against it over the first calls (set_alternate)
+    cdef public str form
+    cdef PlannedKernel _alt
+    cdef bint _use_alt
+    cdef Py_ssize_t _tune_calls, _tune_nt
+    cdef double _best[2]
 
     def __dealloc__(self):
         free(self._own)
+
+    def set_alternate(self, PlannedKernel alt):
+        """Plan the same call in another store form beside this one: the first TUNE_CALLS
+        calls run in both and time them, and the faster is kept (``store_form``)."""
+        if alt is not None and (alt._alt is not None or alt.n_items != self.n_items):
+            raise ValueError("pool_grad: not an alternate of this plan")
+        self._alt = alt
+        self._use_alt = False
+        self._tune_calls = 0
+        self._best[0] = self._best[1] = INFINITY
+
+    @property
+    def alternate(self):
+        """The kernel of the other store form while it is planned or in use, else None."""
+        return self._alt
+
+    @property
+    def store_form(self):
+        """The store form the calls use: this kernel's ``form``, the alternate's once it
+        proved faster, or "tuning" while both are timed."""
+        if self._alt is None:
+            return self.form
+        return self._alt.form if self._use_alt else "tuning"
+
+    def settle(self, double t_self, double t_alt):
+        """Keep the alternate where ``t_alt < TUNE_MARGIN * t_self`` (least times of the
+        two forms), else this form; the loser's scratch is freed."""
+        if self._alt is None:
+            return
+        if t_alt < TUNE_MARGIN * t_self:
+            self._use_alt = True
+            if not self._own_busy:
+                free(self._own)
+                self._own, self._own_bytes = NULL, 0
+        else:
+            self._alt = None
+        self._tune_calls = C_TUNE_CALLS
 
     cpdef int threads_for(self, int budget):
         """Threads worth using within ``budget`` for this call's work size."""
@@ -528,9 +587,12 @@ cdef class PlannedKernel:
         return <int>nt if nt > 1 else 1
 
     def workspace_size(self, int budget):
+        """Bytes of workspace a call of at most ``budget`` threads needs (in either store
+        form, while there are two)."""
         if self.n_items == 0:
             return 0
-        return self.shared_bytes + self.scratch_bytes * self.threads_for(budget) + C_ALIGN
+        own = self.shared_bytes + self.scratch_bytes * self.threads_for(budget) + C_ALIGN
+        return own if self._alt is None else max(own, self._alt.workspace_size(budget))
 
     cdef Py_ssize_t _execute(self, char* scratch, int nt, char* go, char* gi,
                              char* ind) except -1:
@@ -571,6 +633,8 @@ cdef class PlannedKernel:
                 k += 1
         self._n_ext = k
         self._extents = value
+        if self._alt is not None:
+            self._alt.extents = value
 
     def release_arrays(self):
         """Forget the planned arrays (a cached template keeps only the geometry, and is
@@ -578,12 +642,46 @@ cdef class PlannedKernel:
         self.p_go = self.p_gi = self.p_ind = NULL
         self.extents = None
         self._release()
+        if self._alt is not None:
+            self._alt.release_arrays()
 
     cdef _release(self):
         pass
 
     cdef object _run(self, workspace, int budget, Py_ssize_t need, char* go, char* gi,
                      char* ind):
+        if self._alt is None:
+            return self._run_here(workspace, budget, need, go, gi, ind)
+        if self._use_alt:
+            return self._alt._run_here(workspace, budget, need, go, gi, ind)
+        return self._run_tuning(workspace, budget, need, go, gi, ind)
+
+    cdef object _run_tuning(self, workspace, int budget, Py_ssize_t need, char* go,
+                            char* gi, char* ind):
+        """One of the first calls of a kernel with an alternate: in turn in each form,
+        timed from the third call on (calls on another thread count than the first are
+        not comparable: they run untimed, in the planned form)."""
+        cdef int nt = self.threads_for(budget if budget > 0 else _default_budget())
+        cdef Py_ssize_t k = self._tune_calls
+        cdef Py_ssize_t which = k & 1
+        cdef PlannedKernel kern = self._alt if which else self
+        cdef double t
+        if k == 0:
+            self._tune_nt = nt
+        elif nt != self._tune_nt:
+            return self._run_here(workspace, budget, need, go, gi, ind)
+        self._tune_calls = k + 1
+        t = _perf_counter()
+        status = kern._run_here(workspace, budget, need, go, gi, ind)
+        t = _perf_counter() - t
+        if k >= 2 and status == 0 and t < self._best[which]:
+            self._best[which] = t
+        if k + 1 >= C_TUNE_CALLS and self._alt is not None and not self._use_alt:
+            self.settle(self._best[0], self._best[1])
+        return status
+
+    cdef object _run_here(self, workspace, int budget, Py_ssize_t need, char* go,
+                          char* gi, char* ind):
         cdef Py_buffer view
         cdef int nt = self.threads_for(budget if budget > 0 else _default_budget())
         cdef size_t want, fit

@@ -335,6 +335,7 @@ def test_a_plan_for_fewer_threads_streams_with_the_same_bits(monkeypatch, restor
     monkeypatch.setattr(_plan, "LLC_BYTES", 32 * mib)
     monkeypatch.setattr(_plan, "LLC_CPUS", 2)
     monkeypatch.setattr(_plan, "STREAM_BYTES", 32 * mib)
+    monkeypatch.setattr(_plan, "TUNE_BYTES", None)   # the rule's form alone
     streamed = []
     real = _plan.streaming_region
     monkeypatch.setattr(_plan, "streaming_region",
@@ -361,6 +362,101 @@ def test_a_plan_for_fewer_threads_streams_with_the_same_bits(monkeypatch, restor
     for i, results in outs.items():
         for r in results[1:]:
             assert np.array_equal(results[0], r)
+
+
+@pytest.fixture
+def two_forms(monkeypatch):
+    """Every call planned in both store forms, however small: the size rule's (ordinary
+    stores, for these outputs) and streamed rows as the alternate its first calls time."""
+    monkeypatch.setattr(_plan, "TUNE_BYTES", 0)
+    monkeypatch.setattr(_plan, "STREAM_ROW_BYTES", 0)
+    monkeypatch.setattr(functions, "_cache", {})
+
+
+def _form_calls(layout, dtype):
+    """(make_op, one_shot) pairs of every operator on small arrays in `layout`."""
+    rng = np.random.default_rng(11)
+    x = make_array((2, 8, 20, 24), np.float32, rng)
+    go_avg = make_array((2, 8, 10, 12), dtype, rng, layout)
+    go_ada = make_array((2, 8, 3, 7, 5), dtype, rng, layout)
+    ind = pg.adaptive_max_pool2d(x, (5, 6), return_indices=True)[1]
+    go_max = make_array((2, 8, 5, 6), dtype, rng, layout)
+    ind = as_layout(ind, layout)
+    return [
+        (lambda: pg.AvgPool2dBackward(go_avg, x.shape, 3, 2, 1, False, True, 0, 0,
+                                      empty_out(x.shape, dtype, layout)),
+         lambda: pg.avg_pool2d_backward(go_avg, x.shape, 3, 2, 1)),
+        (lambda: pg.AdaptiveAvgPool3dBackward(go_ada, (2, 8, 5, 20, 24),
+                                              empty_out((2, 8, 5, 20, 24), dtype, layout)),
+         lambda: pg.adaptive_avg_pool3d_backward(go_ada, (2, 8, 5, 20, 24))),
+        (lambda: pg.AdaptiveMaxPool2dBackward(go_max, x.shape, ind,
+                                              empty_out(x.shape, dtype, layout)),
+         lambda: pg.adaptive_max_pool2d_backward(go_max, x.shape, ind)),
+    ]
+
+
+@pytest.mark.parametrize("layout", ["c", "channels_last"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_the_first_calls_time_both_store_forms_with_the_same_bits(
+        request, monkeypatch, layout, dtype):
+    """An op planned in two store forms runs its first calls in both, keeps one, and every
+    call gives the bits of the op planned in one form; so do the one-shot functions'
+    cached plans through their first calls."""
+    monkeypatch.setattr(_plan, "TUNE_BYTES", None)
+    want = [_bits(_run(make_op)).copy() for make_op, _ in _form_calls(layout, dtype)]
+    request.getfixturevalue("two_forms")
+    for (make_op, one_shot), w in zip(_form_calls(layout, dtype), want):
+        op = make_op()
+        kernel = op._kernel
+        assert kernel.alternate is not None and kernel.store_form == "tuning"
+        assert {kernel.form, kernel.alternate.form} == {"cache", "stream"}
+        ws = np.empty(op.workspace_size, np.uint8)
+        for call in range(2 * _kernels.TUNE_CALLS):
+            # (a call on another thread count than the first runs untimed, planned form)
+            op.grad_input[...] = np.nan
+            op.execute(workspace=ws if call % 2 else None, n_threads=1 + call % 3 // 2)
+            assert np.array_equal(_bits(op.grad_input), w)
+        assert kernel.store_form in ("cache", "stream")
+        for _ in range(_kernels.TUNE_CALLS + 2):
+            assert np.array_equal(_bits(one_shot()), w)
+
+
+def _run(make_op):
+    op = make_op()
+    op.grad_input[...] = np.nan
+    op.execute()
+    return op.grad_input
+
+
+def test_the_alternate_is_kept_only_when_clearly_faster(two_forms):
+    """settle(t_planned, t_alternate) keeps the alternate where it took less than
+    TUNE_MARGIN of the planned form's time, and drops it otherwise; either way the op
+    runs on with the same bits, in a workspace of its workspace_size."""
+    for faster, kept in ((0.5, "alternate"), (_kernels.TUNE_MARGIN * 1.01, "planned")):
+        for make_op, _ in _form_calls("c", np.float32):
+            op = make_op()
+            kernel, alt = op._kernel, op._kernel.alternate
+            planned_form = kernel.form
+            assert op.workspace_size >= max(alt.workspace_size(pg.get_num_threads()),
+                                             kernel.scratch_bytes)
+            op.execute()
+            first = _bits(op.grad_input).copy()
+            kernel.settle(1.0, faster)
+            assert kernel.store_form == (alt.form if kept == "alternate" else planned_form)
+            assert (kernel.alternate is alt) == (kept == "alternate")
+            op.grad_input[...] = np.nan
+            op.execute(workspace=np.empty(op.workspace_size, np.uint8))
+            assert np.array_equal(_bits(op.grad_input), first)
+
+
+def test_outputs_up_to_tune_bytes_have_one_form(monkeypatch):
+    """Outputs no larger than TUNE_BYTES (and every output where it is None) are planned in
+    the size rule's form alone."""
+    for limit in (None, 1 << 30):
+        monkeypatch.setattr(_plan, "TUNE_BYTES", limit)
+        for make_op, _ in _form_calls("c", np.float32):
+            kernel = make_op()._kernel
+            assert kernel.alternate is None and kernel.store_form == "cache"
 
 
 @pytest.fixture
