@@ -543,8 +543,8 @@ cdef class PlannedKernel:
     def set_alternate(self, PlannedKernel alt):
         """Plan the same call in another store form beside this one: the first TUNE_CALLS
         calls run in both and time them, and the faster is kept (``store_form``)."""
-        if alt is not None and (alt._alt is not None or alt.n_items != self.n_items):
-            raise ValueError("pool_grad: not an alternate of this plan")
+        if alt is not None and alt._alt is not None:
+            raise ValueError("pool_grad: an alternate has no alternate of its own")
         self._alt = alt
         self._use_alt = False
         self._tune_calls = 0
