@@ -57,6 +57,9 @@ def run_md(doc, run, one_shot, checks):
               "pool_grad's time, from interleaved rounds: how close the case is to this "
               "machine's limit for its own traffic"
               if any(c.get("pct_bound_paired") is not None for c in run["cases"]) else "")
+           + ("; stores = the store form the op kept after timing both over its first "
+              "calls (stream: streaming stores; cache: ordinary ones)"
+              if any(c.get("store_form") for c in run["cases"]) else "")
            + "; speed-up = torch ms / pool_grad ms.", ""]
     bg = m.get("max_background_cpus")
     if bg is not None and bg > 0.25:
@@ -64,8 +67,9 @@ def run_md(doc, run, one_shot, checks):
                 f"run; treat multi-threaded numbers with suspicion.", ""]
     paired = any(c.get("pct_copy_paired") is not None for c in run["cases"])
     bound = any(c.get("pct_bound_paired") is not None for c in run["cases"])
+    forms = any(c.get("store_form") for c in run["cases"])
     head = (["case", "pool_grad ms", "GB/s", "% copy"] + (["% copy, paired"] if paired else [])
-            + (["% bound"] if bound else []))
+            + (["% bound"] if bound else []) + (["stores"] if forms else []))
     if one_shot:
         head.append("one-shot ms")
     head += ["torch ms", "speed-up"]
@@ -78,6 +82,8 @@ def run_md(doc, run, one_shot, checks):
             row.append(_f(c.get("pct_copy_paired"), ".0f"))
         if bound:
             row.append(_f(c.get("pct_bound_paired"), ".0f"))
+        if forms:
+            row.append(c.get("store_form") or "–")
         if one_shot:
             row.append(_ms(c.get("oneshot_ms")))
         row += [_ms(c.get("torch_ms")), f"{sp:.2f}×" if sp else "–"]
