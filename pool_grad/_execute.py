@@ -57,6 +57,11 @@ class Operator:
         ParamInvalidError
             A workspace too small or not a writeable contiguous buffer, a bad n_threads or
             stream, or (max pool) an index outside its plane.
+
+        Notes
+        -----
+        Where grad_input is larger than 8 MiB, the first eight calls time two store forms
+        (streaming or ordinary stores) and later calls use the faster: the same bits.
         """
         # budget 0: the default, which the kernel computes (no Python call for it); a
         # plain int in range taken as it is (no call either)
