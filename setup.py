@@ -65,6 +65,11 @@ class BuildExt(build_ext):
             if san:
                 cflags += ["-fsanitize=" + san, "-fno-omit-frame-pointer", "-g"]
                 lflags += ["-fsanitize=" + san]
+            else:
+                # no debug information (Python's own flags ask for -g): the 4 MB generated
+                # C file then compiles in 0.8x the time (2.5 instead of 3 minutes on a
+                # 2-vCPU Cascade Lake, three builds a CI run) into 2 MB of object code, not 23
+                cflags += ["-g0"]
         for ext in self.extensions:
             ext.extra_compile_args = cflags + list(ext.extra_compile_args or [])
             ext.extra_link_args = lflags + list(ext.extra_link_args or [])
