@@ -407,9 +407,10 @@ def _auto_threads(op, budget=None):
         return None
 
 
-def _settle(op, ws, most=16):
-    """Run op until it uses one store form (private API: None where it is missing);
-    returns that form ("stream" or "cache")."""
+def _settle(op, ws, most=32):
+    """Run op until it uses one form (private API: None where it is missing); returns
+    that form ("stream" or "cache", "cache rows" for the row form of planes that could go
+    in strips)."""
     kern = getattr(op, "_kernel", None)
     for _ in range(most):
         form = getattr(kern, "store_form", None)

@@ -107,6 +107,7 @@ def main(argv):
         sys.exit("usage: instructions.py CASE [--stream]   (one of: " + ", ".join(CASES) + ")")
     from pool_grad import _plan
     _plan.TUNE_BYTES = None   # one store form: no alternate timed over the first calls
+    _plan.TUNE_SHAPE_BYTES = None   # ... and one shape of work (strips where they apply)
     if stream:
         # the streaming-store paths the full-size case takes where its output is larger
         # than the last-level cache (the N = 1 case fits in it)

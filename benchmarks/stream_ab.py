@@ -9,9 +9,12 @@ script tells, on the machine it runs on, what either choice would cost.
 For each case of bench.py's suite (``--cases`` filters by name) and each thread count of
 ``--threads``, three ops are planned on the same arrays: one with every output streamed
 (``_plan.STREAM_BYTES = -1``), one with none (``_plan.stream_bytes`` patched to
-infinity), both without a timed alternate (``_plan.TUNE_BYTES = None``), and one as the
-library plans it, run until its first calls have timed both forms and kept one
-(``PlannedKernel.store_form``).  Rows too short to stream stay ordinary in both, so some
+infinity), both without a timed alternate (``_plan.TUNE_BYTES`` and
+``_plan.TUNE_SHAPE_BYTES`` None: the planned shape of work, strips where they apply), and
+one as the library plans it, run until its first calls have timed its forms and kept one
+(``PlannedKernel.store_form``: "stream", "cache", or "cache rows" / "stream rows" for the
+row form of planes that could go in strips; the tuned op can therefore be faster than
+both fixed forms).  Rows too short to stream stay ordinary in both, so some
 cases have one form only (ratio 1.00).  All the ops of a case then run in interleaved
 rounds, in a fresh random order each round, timed twice:
 
@@ -49,19 +52,23 @@ from pool_grad import _plan  # noqa: E402
 def _planned(data, threads, mode):
     """An op over data's arrays planned for `threads`, streaming every output ('stream'),
     none ('cache'), or as the library plans it ('tuned', run until it has kept a form)."""
-    saved = _plan.STREAM_BYTES, _plan.stream_bytes, _plan.TUNE_BYTES
+    saved = (_plan.STREAM_BYTES, _plan.stream_bytes, _plan.TUNE_BYTES,
+             _plan.TUNE_SHAPE_BYTES)
     pg.set_num_threads(threads)
     try:
         if mode == "stream":
-            _plan.STREAM_BYTES, _plan.TUNE_BYTES = -1, None
+            _plan.STREAM_BYTES, _plan.TUNE_BYTES, _plan.TUNE_SHAPE_BYTES = -1, None, None
         elif mode == "cache":
-            _plan.stream_bytes, _plan.TUNE_BYTES = (lambda t: _plan.NEVER), None
+            _plan.stream_bytes = lambda t: _plan.NEVER
+            _plan.TUNE_BYTES, _plan.TUNE_SHAPE_BYTES = None, None
         op = data.make_op()
     finally:
-        _plan.STREAM_BYTES, _plan.stream_bytes, _plan.TUNE_BYTES = saved
+        (_plan.STREAM_BYTES, _plan.stream_bytes, _plan.TUNE_BYTES,
+         _plan.TUNE_SHAPE_BYTES) = saved
     ws = np.empty(op.workspace_size, np.uint8)
     if mode == "tuned":
-        for _ in range(pg._kernels.TUNE_CALLS):
+        kernel = getattr(op, "_kernel", None)
+        for _ in range(getattr(kernel, "tune_calls", pg._kernels.TUNE_CALLS)):
             op.execute(workspace=ws, n_threads=threads)
     return op, ws
 

@@ -232,20 +232,42 @@ def streaming_region(out6, threads, min_row=None, limit=None):
     return out6.nbytes > limit and row >= min_row
 
 
-def store_forms(out6, threads, flags, build):
+# Outputs larger than this are also planned in another shape of the same work where the
+# operator has one (store_forms' ``variant``: the average-pool gradient's row form beside
+# its strips down each plane, float32 in the cache and float64 stride 1, pg_item.h) and
+# timed with the store forms.  On the
+# 2-vCPU EPYC the strips took 0.73-0.94x the time of the rows in the cache (k3s2p1 8 x 64 x
+# 56 x 56 and 2 x 64 x 112 x 112); on the 2-vCPU Cascade Lake 0.77x for a 0.2 MB output in
+# its L2, 1.0x at 0.8 MB, 1.15-1.4x from 3.2 MB on (k3s2p1 and k3s1p1, 1 thread), and the
+# row form in the cache beat both the strips and the streamed rows at 26-103 MB (0.75-0.87x
+# on 1 and 2 threads).  None: never.
+TUNE_SHAPE_BYTES = 1 << 20
+
+
+def store_forms(out6, threads, flags, build, variant=None):
     """The kernel of one call, built by ``build(flags(limit))`` in the store form that
     ``stream_bytes(threads)`` implies and, where the output is larger than TUNE_BYTES and
-    the other form's flags differ, with that form as its timed alternate."""
+    the other form's flags differ, with that form as its timed alternate; where it is
+    larger than TUNE_SHAPE_BYTES, ``variant(f, kernel)`` may add, for each of those forms
+    (flags f, its kernel), the same call in another shape of work (a kernel with its
+    ``form`` named, or None)."""
     limit = stream_bytes(threads)
     planned = flags(limit)
     kernel = build(planned)
     kernel.form = "stream" if any(planned) else "cache"
+    forms = [(planned, kernel)]
     if TUNE_BYTES is not None and out6.nbytes > TUNE_BYTES:
         other = flags(NEVER if any(planned) else TUNE_BYTES)
         if other != planned:
             alt = build(other)
             alt.form = "stream" if any(other) else "cache"
-            kernel.set_alternate(alt)
+            kernel.add_alternate(alt)
+            forms.append((other, alt))
+    if variant is not None and TUNE_SHAPE_BYTES is not None and out6.nbytes > TUNE_SHAPE_BYTES:
+        for f, k in forms:
+            v = variant(f, k)
+            if v is not None:
+                kernel.add_alternate(v)
     return kernel
 
 

@@ -481,17 +481,21 @@ cdef enum:
 GRAIN_BYTES = C_GRAIN_BYTES
 ALIGN = C_ALIGN
 
-# A kernel with an alternate store form (PlannedKernel.set_alternate) runs its first
-# TUNE_CALLS calls in turn in both forms: one call each to fault in pages and scratch,
-# then C_TUNE_TIMED timed calls each.  The alternate is kept where its least time is below
-# TUNE_MARGIN times the planned form's: both give the same bits, and which stores are
-# faster depends on the machine (on the 2-vCPU EPYC streaming stores wrote outputs larger
-# than the cache 13-24 % faster, on a 2-vCPU Cascade Lake 1.3x slower; benchmarks/
+# A kernel with alternate forms (PlannedKernel.add_alternate: the other store form, or
+# another shape of the same work) runs its first calls in turn in each form: one call
+# each to fault in pages and scratch, then C_TUNE_TIMED timed calls each (TUNE_CALLS for
+# two forms, tune_calls in general).  The fastest alternate is kept where its least time
+# is below TUNE_MARGIN times the planned form's: all forms give the same bits, and which
+# is faster depends on the machine (on the 2-vCPU EPYC streaming stores wrote outputs
+# larger than the cache 13-24 % faster, on a 2-vCPU Cascade Lake 1.3x slower; benchmarks/
 # stream_ab.py), on the call and on what else the process does with the cache.
 cdef enum:
     C_TUNE_TIMED = 3
     C_TUNE_CALLS = 2 + 2 * C_TUNE_TIMED
+    C_MAX_FORMS = 4
 TUNE_CALLS = C_TUNE_CALLS
+TUNE_TIMED = C_TUNE_TIMED
+MAX_FORMS = C_MAX_FORMS
 TUNE_MARGIN = 0.97
 
 from time import perf_counter as _perf_counter
@@ -529,53 +533,100 @@ cdef class PlannedKernel:
     cdef void* _own
     cdef size_t _own_bytes
     cdef bint _own_busy
-    # the store form this kernel was planned with, "stream" or "cache" (ops.py); the same
-    # call in the other form, timed against it over the first calls (set_alternate)
+    # the form this kernel was planned with: its store form, "stream" or "cache", and
+    # for another shape of the same work its name after it ("cache rows"; ops.py); the
+    # same call in other forms, timed against it over the first calls (add_alternate),
+    # and the one kept in its place once they are timed (None: this one)
     cdef public str form
+    cdef list _alts
     cdef PlannedKernel _alt
-    cdef bint _use_alt
     cdef Py_ssize_t _tune_calls, _tune_nt
-    cdef double _best[2]
+    cdef double _best[C_MAX_FORMS]
 
     def __dealloc__(self):
         free(self._own)
 
     def set_alternate(self, PlannedKernel alt):
-        """Plan the same call in another store form beside this one: the first TUNE_CALLS
-        calls run in both and time them, and the faster is kept (``store_form``)."""
-        if alt is not None and alt._alt is not None:
+        """Plan the same call in one other form beside this one (None: none), replacing
+        any planned before (add_alternate)."""
+        self._alts = None
+        self._alt = None
+        if alt is not None:
+            self.add_alternate(alt)
+
+    def add_alternate(self, PlannedKernel alt):
+        """Plan the same call in another form beside this one (and those added before):
+        the first ``tune_calls`` calls run in each form in turn and time them, and the
+        fastest is kept (``store_form``)."""
+        cdef Py_ssize_t i
+        if alt is None or alt is self:
+            raise ValueError("pool_grad: an alternate must be another kernel")
+        if alt._alts is not None or alt._alt is not None:
             raise ValueError("pool_grad: an alternate has no alternate of its own")
-        self._alt = alt
-        self._use_alt = False
+        if self._alt is not None:
+            raise ValueError("pool_grad: this kernel's forms were timed already")
+        if self._alts is None:
+            self._alts = []
+        if len(self._alts) + 1 >= C_MAX_FORMS:
+            raise ValueError(f"pool_grad: at most {C_MAX_FORMS} forms of one call")
+        self._alts.append(alt)
         self._tune_calls = 0
-        self._best[0] = self._best[1] = INFINITY
+        for i in range(C_MAX_FORMS):
+            self._best[i] = INFINITY
+
+    @property
+    def alternates(self):
+        """The other forms timed against this one while they are (a tuple, else empty)."""
+        return tuple(self._alts) if self._alts is not None else ()
 
     @property
     def alternate(self):
-        """The kernel of the other store form while it is planned or in use, else None."""
-        return self._alt
+        """The kernel that runs in this one's place once the timing kept it, the first
+        other form while they are timed, else None."""
+        if self._alt is not None:
+            return self._alt
+        return self._alts[0] if self._alts else None
+
+    @property
+    def tune_calls(self):
+        """Calls that time the forms (0 where there is one form, or once they are timed)."""
+        if not self._alts:
+            return 0
+        return (1 + len(self._alts)) * (1 + C_TUNE_TIMED)
 
     @property
     def store_form(self):
-        """The store form the calls use: this kernel's ``form``, the alternate's once it
-        proved faster, or "tuning" while both are timed."""
-        if self._alt is None:
-            return self.form
-        return self._alt.form if self._use_alt else "tuning"
+        """The form the calls use: this kernel's ``form``, an alternate's once it proved
+        faster, or "tuning" while they are timed."""
+        if self._alt is not None:
+            return self._alt.form
+        return "tuning" if self._alts else self.form
 
-    def settle(self, double t_self, double t_alt):
-        """Keep the alternate where ``t_alt < TUNE_MARGIN * t_self`` (least times of the
-        two forms), else this form; the loser's scratch is freed."""
-        if self._alt is None:
+    def settle(self, double t_self, *t_alts):
+        """Keep the fastest alternate where its time is below ``TUNE_MARGIN * t_self``
+        (least times of the forms, in the order they were added), else this form; the
+        losers' scratch is freed."""
+        cdef Py_ssize_t i, keep = -1
+        cdef double best = TUNE_MARGIN * t_self
+        if not self._alts:
             return
-        if t_alt < TUNE_MARGIN * t_self:
-            self._use_alt = True
-            if not self._own_busy:
-                free(self._own)
-                self._own, self._own_bytes = NULL, 0
-        else:
-            self._alt = None
-        self._tune_calls = C_TUNE_CALLS
+        if len(t_alts) != len(self._alts):
+            raise ValueError(f"pool_grad: settle takes {1 + len(self._alts)} times")
+        for i in range(len(self._alts)):
+            if t_alts[i] < best:
+                keep, best = i, t_alts[i]
+        if keep >= 0:
+            self._alt = self._alts[keep]
+            self._free_own()
+        for i in range(len(self._alts)):
+            if i != keep:
+                (<PlannedKernel>self._alts[i])._free_own()
+        self._alts = None
+
+    cdef _free_own(self):
+        if not self._own_busy:
+            free(self._own)
+            self._own, self._own_bytes = NULL, 0
 
     cpdef int threads_for(self, int budget):
         """Threads worth using within ``budget`` for this call's work size."""
@@ -592,7 +643,16 @@ cdef class PlannedKernel:
         if self.n_items == 0:
             return 0
         own = self.shared_bytes + self.scratch_bytes * self.threads_for(budget) + C_ALIGN
-        return own if self._alt is None else max(own, self._alt.workspace_size(budget))
+        for alt in self._forms():
+            if alt is not self:
+                own = max(own, alt.workspace_size(budget))
+        return own
+
+    cdef list _forms(self):
+        """This kernel and its alternates (timed, or the one kept)."""
+        if self._alts:
+            return [self] + self._alts
+        return [self] if self._alt is None else [self, self._alt]
 
     cdef Py_ssize_t _execute(self, char* scratch, int nt, char* go, char* gi,
                              char* ind) except -1:
@@ -633,8 +693,9 @@ cdef class PlannedKernel:
                 k += 1
         self._n_ext = k
         self._extents = value
-        if self._alt is not None:
-            self._alt.extents = value
+        for alt in self._forms():
+            if alt is not self:
+                alt.extents = value
 
     def release_arrays(self):
         """Forget the planned arrays (a cached template keeps only the geometry, and is
@@ -642,29 +703,31 @@ cdef class PlannedKernel:
         self.p_go = self.p_gi = self.p_ind = NULL
         self.extents = None
         self._release()
-        if self._alt is not None:
-            self._alt.release_arrays()
+        for alt in self._forms():
+            if alt is not self:
+                alt.release_arrays()
 
     cdef _release(self):
         pass
 
     cdef object _run(self, workspace, int budget, Py_ssize_t need, char* go, char* gi,
                      char* ind):
-        if self._alt is None:
-            return self._run_here(workspace, budget, need, go, gi, ind)
-        if self._use_alt:
+        if self._alts is None:
+            if self._alt is None:
+                return self._run_here(workspace, budget, need, go, gi, ind)
             return self._alt._run_here(workspace, budget, need, go, gi, ind)
         return self._run_tuning(workspace, budget, need, go, gi, ind)
 
     cdef object _run_tuning(self, workspace, int budget, Py_ssize_t need, char* go,
                             char* gi, char* ind):
-        """One of the first calls of a kernel with an alternate: in turn in each form,
-        timed from the third call on (calls on another thread count than the first are
-        not comparable: they run untimed, in the planned form)."""
+        """One of the first calls of a kernel with alternates: in turn in each form,
+        timed from each form's second call on (calls on another thread count than the
+        first are not comparable: they run untimed, in the planned form)."""
         cdef int nt = self.threads_for(budget if budget > 0 else _default_budget())
         cdef Py_ssize_t k = self._tune_calls
-        cdef Py_ssize_t which = k & 1
-        cdef PlannedKernel kern = self._alt if which else self
+        cdef Py_ssize_t nf = 1 + len(self._alts)
+        cdef Py_ssize_t which = k % nf
+        cdef PlannedKernel kern = self if which == 0 else self._alts[which - 1]
         cdef double t
         if k == 0:
             self._tune_nt = nt
@@ -674,10 +737,10 @@ cdef class PlannedKernel:
         t = _perf_counter()
         status = kern._run_here(workspace, budget, need, go, gi, ind)
         t = _perf_counter() - t
-        if k >= 2 and status == 0 and t < self._best[which]:
+        if k >= nf and status == 0 and t < self._best[which]:
             self._best[which] = t
-        if k + 1 >= C_TUNE_CALLS and self._alt is not None and not self._use_alt:
-            self.settle(self._best[0], self._best[1])
+        if k + 1 >= nf * (1 + C_TUNE_TIMED) and self._alts:
+            self.settle(self._best[0], *[self._best[i] for i in range(1, nf)])
         return status
 
     cdef object _run_here(self, workspace, int budget, Py_ssize_t need, char* go,
@@ -1616,6 +1679,10 @@ cdef class AvgGatherKernel(PlannedKernel):
     cdef readonly str c_item
     # whether the items prefetch the next item's grad_output rows (g.prefetch); for the tests
     cdef readonly bint prefetch
+    # whether the items go in strips down each plane (float32 outputs in the cache:
+    # pg_item_fstrips_avx2; float64 stride 1: pg_fused1_strips_f64), the form planned
+    # where it applies (ops.py times the row form beside it)
+    cdef readonly bint strips
     cdef const float[:, :, :, :, :, :] go_f
     cdef float[:, :, :, :, :, :] gi_f
     cdef const double[:, :, :, :, :, :] go_d
@@ -1628,11 +1695,14 @@ cdef class AvgGatherKernel(PlannedKernel):
     def __init__(self, go6, gi6, int kind, int rnd, tables, taps, runs, poly, weights,
                  Py_ssize_t bd, Py_ssize_t bh, Py_ssize_t rows, Py_ssize_t max_terms, bint scale_w,
                  bint stream, bint tstore=False, bint fill=False, bint region=False,
-                 bint big=False, bint plane_regs=False, bint prefetch=False):
+                 bint big=False, bint plane_regs=False, bint prefetch=False,
+                 bint strips_ok=True):
         # stream: rows streamed (long rows, an output larger than the last-level cache);
         # region: blocks of rows streamed (rows of REGION_ROW_BYTES on); big: the output is
         # larger than the last-level cache (_plan.streaming_region(gi6, 0)); prefetch:
-        # grad_output is large enough for the one-term items to prefetch (_plan.prefetching)
+        # grad_output is large enough for the one-term items to prefetch (_plan.prefetching);
+        # strips_ok: planes may go in strips down each plane where the form applies
+        # (float32 outputs in the cache, fstrips; float64 stride 1, f64.strips)
         cdef const int64_t[::1] t
         dlo, dhi, hlo, hhi, wlo, whi = tables
         wd, wh, ww = weights
@@ -1729,7 +1799,7 @@ cdef class AvgGatherKernel(PlannedKernel):
             # W a multiple of 8): k3s1p1 NCHW 32 x 64 x 56 x 56 (streamed) took 0.78-0.82x
             # the time of the register rows on 1 and 2 threads, 8 x 64 x 56 x 56 (in the
             # cache) 0.81-0.85x that of the row loop (2-vCPU EPYC)
-            strips = (g.P == 1 and g.W >= 8 and gi6.shape[5] == 1 and not tstore
+            strips = (strips_ok and g.P == 1 and g.W >= 8 and gi6.shape[5] == 1 and not tstore
                       and not g.fill and np.all(np.diff(np.asarray(hhi)) >= 0))
             # stride 2 in the cache too, with ordinary stores (pg_vs, nt = 0): k3s2p1 at
             # 56x56 and 112x112, 3-6 MB, took 0.54-0.65x the time of the row loop on 1
@@ -1881,7 +1951,7 @@ cdef class AvgGatherKernel(PlannedKernel):
             # on 1 and 2 threads, 2x64x112x112 0.92-0.94x, k3s1p1 4x64x56x56 0.81-0.83x
             # that of the row loop (2-vCPU EPYC)
             rising = bool(np.all(np.diff(np.asarray(hhi)) >= 0))
-            self.it.fstrips = (rising and not self.it.region and (
+            self.it.fstrips = (strips_ok and rising and not self.it.region and (
                 (self.it.fused and self.it.qx1 >= 16)
                 or (kind == K_F32 and not self.it.single and pg_have_avx2() and g.P == 1
                     and g.gap == 1 and poly[3][0] <= 3 and self.it.qx0 == 0
@@ -1911,6 +1981,8 @@ cdef class AvgGatherKernel(PlannedKernel):
         if g.plane_regs:
             self.c_item = "plane"
         self.prefetch = g.prefetch
+        self.strips = ((g.item_f32 != NULL and self.it.fstrips)
+                       or (g.fused64 != NULL and self.f64.strips))
         self.n_items = g.N * g.C * g.nbd * g.nbh
         self.traffic = go6.nbytes + gi6.nbytes
         # row pointers, grow row + 2 sentinel slots, acc row, 16-bit staging row, E rows

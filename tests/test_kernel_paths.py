@@ -459,6 +459,138 @@ def test_outputs_up_to_tune_bytes_have_one_form(monkeypatch):
             assert kernel.alternate is None and kernel.store_form == "cache"
 
 
+STRIP_CASES = [  # (dtype, x shape, kernel, stride, padding, ceil_mode, count_include_pad)
+    (np.float32, (2, 8, 20, 64), 3, 2, 1, False, True),    # planes in strips (float32)
+    (np.float32, (2, 8, 21, 48), 3, 2, 1, True, False),
+    (np.float32, (2, 8, 20, 40), 3, 1, 1, False, True),    # stride 1
+    (np.float32, (1, 3, 9, 32), 2, 1, 0, False, True),
+    (np.float64, (2, 8, 20, 40), 3, 1, 1, False, True),    # float64 stride 1
+    (np.float64, (1, 3, 9, 12), 2, 1, 0, True, False),
+]
+
+
+@pytest.mark.parametrize("dtype, x_shape, k, st, p, ceil, cip", STRIP_CASES)
+def test_strips_are_timed_beside_the_row_form_with_the_same_bits(
+        monkeypatch, restore_num_threads, dtype, x_shape, k, st, p, ceil, cip):
+    """Planes in strips (pg_item_fstrips_avx2, pg_fused1_strips_f64) larger than
+    TUNE_SHAPE_BYTES are planned with the row form as a timed alternate ("cache rows");
+    every call, through the timing and after, on mixed thread counts, gives the bits of
+    the strips alone and the reference's values; so do the one-shot function's cached
+    plans."""
+    rng = np.random.default_rng(17)
+    x = np.zeros(x_shape, dtype)
+    go = make_array(_avg_out_shape(x_shape, k, st, p, ceil), dtype, rng)
+    ref = ref_avg_pool2d_backward(go, x_shape, (k, k), (st, st), (p, p), ceil, cip, 0)
+
+    def make_op():
+        return pg.AvgPool2dBackward(go, x, k, st, p, ceil, cip, 0, 0, np.empty_like(x))
+
+    monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", None)
+    alone = make_op()
+    if not alone._kernel.strips:
+        pytest.skip("no AVX2: the planes do not go in strips")
+    assert alone._kernel.alternates == ()
+    alone.execute()
+    want = _bits(alone.grad_input).copy()
+    rtol, atol = tolerance(dtype)
+    np.testing.assert_allclose(alone.grad_input, ref, rtol=rtol, atol=atol)
+
+    monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", 0)
+    monkeypatch.setattr(functions, "_cache", {})
+    op = make_op()
+    kernel = op._kernel
+    assert kernel.strips and kernel.store_form == "tuning"
+    assert [(a.form, a.strips) for a in kernel.alternates] == [("cache rows", False)]
+    assert kernel.tune_calls == 2 * (1 + _kernels.TUNE_TIMED)
+    ws = np.empty(op.workspace_size, np.uint8)
+    for call in range(2 * kernel.tune_calls):
+        op.grad_input[...] = np.nan
+        op.execute(workspace=ws if call % 2 else None, n_threads=1 + call % 3 // 2)
+        assert np.array_equal(_bits(op.grad_input), want)
+    assert kernel.store_form in ("cache", "cache rows") and kernel.alternates == ()
+    for _ in range(2 * (1 + _kernels.TUNE_TIMED) + 2):
+        got = pg.avg_pool2d_backward(go, x_shape, k, st, p, ceil_mode=ceil,
+                                     count_include_pad=cip)
+        assert np.array_equal(_bits(got), want)
+
+
+def _avg_out_shape(x_shape, k, st, p, ceil):
+    out = []
+    for size in x_shape[2:]:
+        n = (size + 2 * p - k + (st - 1 if ceil else 0)) // st + 1
+        if ceil and (n - 1) * st >= size + p:
+            n -= 1
+        out.append(n)
+    return x_shape[:2] + tuple(out)
+
+
+def test_settle_keeps_the_fastest_of_several_forms(monkeypatch):
+    """With two alternates, settle keeps the one of least time where it is below
+    TUNE_MARGIN of the planned form's, else the planned form; it takes one time a form."""
+    monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", 0)
+    monkeypatch.setattr(_plan, "TUNE_BYTES", 0)
+    monkeypatch.setattr(_plan, "STREAM_ROW_BYTES", 0)
+    rng = np.random.default_rng(3)
+    x = np.zeros((2, 8, 20, 64), np.float32)
+    go = make_array((2, 8, 10, 32), np.float32, rng)
+
+    def make_op():
+        return pg.AvgPool2dBackward(go, x, 3, 2, 1, False, True, 0, 0, np.empty_like(x))
+
+    first = make_op()
+    if not first._kernel.strips:
+        pytest.skip("no AVX2: the planes do not go in strips")
+    assert [a.form for a in first._kernel.alternates] == ["stream", "cache rows"]
+    with pytest.raises(ValueError, match="3 times"):
+        first._kernel.settle(1.0, 0.5)
+    first.execute()
+    want = _bits(first.grad_input).copy()
+    m = _kernels.TUNE_MARGIN
+    for times, kept in (((0.9, 0.5), 1), ((0.5, 0.9), 0), ((m * 1.01, m * 1.02), None),
+                        ((m * 0.99, m * 1.01), 0)):
+        op = make_op()
+        kernel = op._kernel
+        alts = kernel.alternates
+        kernel.settle(1.0, *times)
+        assert kernel.alternates == ()
+        if kept is None:
+            assert kernel.alternate is None and kernel.store_form == "cache"
+        else:
+            assert kernel.alternate is alts[kept] and kernel.store_form == alts[kept].form
+        op.grad_input[...] = np.nan
+        op.execute(workspace=np.empty(op.workspace_size, np.uint8))
+        assert np.array_equal(_bits(op.grad_input), want)
+
+
+def test_add_alternate_refuses_what_cannot_be_timed():
+    """An alternate is another kernel with no alternates of its own; at most MAX_FORMS
+    forms a call; none once the forms were timed."""
+    rng = np.random.default_rng(4)
+    x = np.zeros((1, 2, 6, 8), np.float32)
+    go = make_array((1, 2, 3, 4), np.float32, rng)
+
+    def kern():
+        return pg.AvgPool2dBackward(go, x, 2, 2, 0, False, True, 0, 0,
+                                    np.empty_like(x))._kernel
+
+    k = kern()
+    with pytest.raises(ValueError, match="another kernel"):
+        k.add_alternate(k)
+    with_alt = kern()
+    with_alt.add_alternate(kern())
+    with pytest.raises(ValueError, match="no alternate of its own"):
+        k.add_alternate(with_alt)
+    for _ in range(_kernels.MAX_FORMS - 1):
+        k.add_alternate(kern())
+    with pytest.raises(ValueError, match="at most"):
+        k.add_alternate(kern())
+    k.settle(1.0, *([0.5] + [1.0] * (_kernels.MAX_FORMS - 2)))
+    with pytest.raises(ValueError, match="timed already"):
+        k.add_alternate(kern())
+    k.set_alternate(None)
+    assert k.alternate is None and k.alternates == () and k.tune_calls == 0
+
+
 @pytest.fixture
 def split_items(monkeypatch):
     """Work items split down to single rows (and single D planes) however small the call:
