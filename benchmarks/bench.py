@@ -657,7 +657,55 @@ def machine_info(torch_mod):
             info["mem_total_kb"] = int(f.readline().split()[1])
     except Exception:
         pass
+    info["topology"] = cpu_topology()
     return info
+
+
+def cpu_topology(root="/sys/devices/system/cpu"):
+    """What Linux tells of the CPUs (None elsewhere): the CPU family and model, how many
+    cores and sockets the visible CPUs are (16 vCPUs may be 8 cores with two hardware
+    threads each, which share a core's caches and ports), and the caches of CPU 0 (level,
+    type, size, how many CPUs share it)."""
+    out = {}
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key in ("cpu family", "model", "stepping") and key not in out:
+                    out[key] = value.strip()
+                if not line.strip():
+                    break
+    except OSError:
+        return None
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+    cores, sockets = set(), set()
+    for c in cpus:
+        try:
+            with open(f"{root}/cpu{c}/topology/core_id") as f:
+                core = f.read().strip()
+            with open(f"{root}/cpu{c}/topology/physical_package_id") as f:
+                pkg = f.read().strip()
+        except OSError:
+            continue
+        cores.add((pkg, core))
+        sockets.add(pkg)
+    if cores:
+        out["cpus"], out["cores"], out["sockets"] = len(cpus), len(cores), len(sockets)
+    caches = []
+    for i in range(8):
+        d = f"{root}/cpu0/cache/index{i}"
+        try:
+            fields = {}
+            for name in ("level", "type", "size", "shared_cpu_list"):
+                with open(f"{d}/{name}") as f:
+                    fields[name] = f.read().strip()
+        except OSError:
+            continue
+        caches.append(fields)
+    if caches:
+        out["caches"] = caches
+    return out
 
 
 def _f(x, fmt):

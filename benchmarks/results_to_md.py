@@ -32,6 +32,12 @@ def _ms_u(x):
 
 def machine_line(m):
     parts = [f"{m.get('cpu', '?')}", f"{m.get('nproc', '?')} CPUs"]
+    topo = m.get("topology") or {}
+    if topo.get("cores"):
+        # (16 vCPUs may be 8 cores of two hardware threads each)
+        parts[-1] += (f" ({topo['cores']} cores"
+                      + (f", {topo['sockets']} sockets" if topo.get("sockets", 1) > 1 else "")
+                      + ")")
     vers = [f"pool_grad {m.get('pool_grad')}"
             + (f" ({m['pool_grad_git']})" if m.get("pool_grad_git") else ""),
             f"numpy {m.get('numpy')}"]
@@ -57,8 +63,11 @@ def run_md(doc, run, one_shot, checks):
               "pool_grad's time, from interleaved rounds: how close the case is to this "
               "machine's limit for its own traffic"
               if any(c.get("pct_bound_paired") is not None for c in run["cases"]) else "")
-           + ("; stores = the store form the op kept after timing both over its first "
-              "calls (stream: streaming stores; cache: ordinary ones)"
+           + ("; stores = the store form the op kept after timing its forms over its "
+              "first calls (stream: streaming stores; cache: ordinary ones"
+              + ("; cache rows, stream rows: the row form of planes that could go in strips"
+                 if any(" rows" in (c.get("store_form") or "") for c in run["cases"])
+                 else "") + ")"
               if any(c.get("store_form") for c in run["cases"]) else "")
            + "; speed-up = torch ms / pool_grad ms.", ""]
     bg = m.get("max_background_cpus")
