@@ -20,7 +20,7 @@ cimport numpy as cnp
 import numpy as np
 
 cnp.import_array()
-from libc.math cimport INFINITY
+from libc.math cimport INFINITY, NAN
 
 cdef extern from "pg_half.h" nogil:
     float pg_f16_to_f32(uint16_t h)
@@ -483,15 +483,20 @@ ALIGN = C_ALIGN
 
 # A kernel with alternate forms (PlannedKernel.add_alternate: the other store form, or
 # another shape of the same work) runs its first calls in turn in each form: one call
-# each to fault in pages and scratch, then C_TUNE_TIMED timed calls each (TUNE_CALLS for
-# two forms, tune_calls in general).  The fastest alternate is kept where its least time
-# is below TUNE_MARGIN times the planned form's: all forms give the same bits, and which
-# is faster depends on the machine (on the 2-vCPU EPYC streaming stores wrote outputs
-# larger than the cache 13-24 % faster, on a 2-vCPU Cascade Lake 1.3x slower; benchmarks/
-# stream_ab.py), on the call and on what else the process does with the cache.
+# each to fault in pages and scratch, then C_TUNE_TIMED timed rounds of one call each,
+# then one more call of the planned form (TUNE_CALLS calls for two forms, tune_calls in
+# general).  Each alternate's call is compared with the mean of the planned form's calls
+# just before and after it, which cancels a drift of the machine's speed, and the median
+# of those ratios decides: the alternate of least median is kept where it is below
+# TUNE_MARGIN.  All forms give the same bits, and which is faster depends on the machine
+# (on the 2-vCPU EPYC streaming stores wrote outputs larger than the cache 13-24 % faster,
+# on a 2-vCPU Cascade Lake 1.3x slower; benchmarks/stream_ab.py), on the call and on what
+# else the process does with the cache.  The least times of three calls a form, compared
+# instead, had kept the slower of two forms 10-13 % apart in 3 of 12 tries right after a
+# PyTorch call (2-vCPU Cascade Lake).
 cdef enum:
-    C_TUNE_TIMED = 3
-    C_TUNE_CALLS = 2 + 2 * C_TUNE_TIMED
+    C_TUNE_TIMED = 5
+    C_TUNE_CALLS = 2 * (1 + C_TUNE_TIMED) + 1
     C_MAX_FORMS = 4
 TUNE_CALLS = C_TUNE_CALLS
 TUNE_TIMED = C_TUNE_TIMED
@@ -541,7 +546,7 @@ cdef class PlannedKernel:
     cdef list _alts
     cdef PlannedKernel _alt
     cdef Py_ssize_t _tune_calls, _tune_nt
-    cdef double _best[C_MAX_FORMS]
+    cdef double _times[C_MAX_FORMS][C_TUNE_TIMED + 1]
 
     def __dealloc__(self):
         free(self._own)
@@ -571,8 +576,6 @@ cdef class PlannedKernel:
             raise ValueError(f"pool_grad: at most {C_MAX_FORMS} forms of one call")
         self._alts.append(alt)
         self._tune_calls = 0
-        for i in range(C_MAX_FORMS):
-            self._best[i] = INFINITY
 
     @property
     def alternates(self):
@@ -592,7 +595,7 @@ cdef class PlannedKernel:
         """Calls that time the forms (0 where there is one form, or once they are timed)."""
         if not self._alts:
             return 0
-        return (1 + len(self._alts)) * (1 + C_TUNE_TIMED)
+        return (1 + len(self._alts)) * (1 + C_TUNE_TIMED) + 1
 
     @property
     def store_form(self):
@@ -604,17 +607,22 @@ cdef class PlannedKernel:
 
     def settle(self, double t_self, *t_alts):
         """Keep the fastest alternate where its time is below ``TUNE_MARGIN * t_self``
-        (least times of the forms, in the order they were added), else this form; the
-        losers' scratch is freed."""
-        cdef Py_ssize_t i, keep = -1
-        cdef double best = TUNE_MARGIN * t_self
+        (times of the forms, in the order they were added), else this form; the losers'
+        scratch is freed."""
         if not self._alts:
             return
         if len(t_alts) != len(self._alts):
             raise ValueError(f"pool_grad: settle takes {1 + len(self._alts)} times")
+        self._settle_ratios([t / t_self for t in t_alts])
+
+    cdef _settle_ratios(self, list ratios):
+        """Keep the alternate of least time ratio (to this form's) where it is below
+        TUNE_MARGIN, else this form."""
+        cdef Py_ssize_t i, keep = -1
+        cdef double best = TUNE_MARGIN
         for i in range(len(self._alts)):
-            if t_alts[i] < best:
-                keep, best = i, t_alts[i]
+            if ratios[i] < best:
+                keep, best = i, ratios[i]
         if keep >= 0:
             self._alt = self._alts[keep]
             self._free_own()
@@ -720,13 +728,15 @@ cdef class PlannedKernel:
 
     cdef object _run_tuning(self, workspace, int budget, Py_ssize_t need, char* go,
                             char* gi, char* ind):
-        """One of the first calls of a kernel with alternates: in turn in each form,
-        timed from each form's second call on (calls on another thread count than the
-        first are not comparable: they run untimed, in the planned form)."""
+        """One of the first calls of a kernel with alternates: in turn in each form, a
+        first untimed round, then C_TUNE_TIMED timed rounds and a last call of this form
+        (calls on another thread count than the first are not comparable: they run
+        untimed, in the planned form)."""
         cdef int nt = self.threads_for(budget if budget > 0 else _default_budget())
         cdef Py_ssize_t k = self._tune_calls
         cdef Py_ssize_t nf = 1 + len(self._alts)
         cdef Py_ssize_t which = k % nf
+        cdef Py_ssize_t rnd = k // nf - 1      # the timed round (-1: the first, untimed)
         cdef PlannedKernel kern = self if which == 0 else self._alts[which - 1]
         cdef double t
         if k == 0:
@@ -737,11 +747,28 @@ cdef class PlannedKernel:
         t = _perf_counter()
         status = kern._run_here(workspace, budget, need, go, gi, ind)
         t = _perf_counter() - t
-        if k >= nf and status == 0 and t < self._best[which]:
-            self._best[which] = t
-        if k + 1 >= nf * (1 + C_TUNE_TIMED) and self._alts:
-            self.settle(self._best[0], *[self._best[i] for i in range(1, nf)])
+        if rnd >= 0:
+            self._times[which][rnd] = t if status == 0 else NAN
+        if k + 1 >= nf * (1 + C_TUNE_TIMED) + 1 and self._alts:
+            self._settle_ratios([self._median_ratio(j) for j in range(1, nf)])
         return status
+
+    cdef double _median_ratio(self, Py_ssize_t j):
+        """Form j's timed calls over the mean of this form's calls before and after each,
+        their median (INFINITY where none could be compared)."""
+        cdef Py_ssize_t i
+        cdef double a, b
+        ratios = []
+        for i in range(C_TUNE_TIMED):
+            a = self._times[0][i] + self._times[0][i + 1]
+            b = self._times[j][i]
+            if a > 0 and b == b and a == a:
+                ratios.append(2 * b / a)
+        if not ratios:
+            return INFINITY
+        ratios.sort()
+        n = len(ratios)
+        return ratios[n // 2] if n % 2 else 0.5 * (ratios[n // 2 - 1] + ratios[n // 2])
 
     cdef object _run_here(self, workspace, int budget, Py_ssize_t need, char* go,
                           char* gi, char* ind):
