@@ -234,9 +234,9 @@ def streaming_region(out6, threads, min_row=None, limit=None):
 
 # Outputs larger than this are also planned in another shape of the same work where the
 # operator has one (store_forms' ``variant``: the average-pool gradient's row form beside
-# its strips down each plane, float32 in the cache and float64 stride 1, pg_item.h) and
-# timed with the store forms.  On the
-# 2-vCPU EPYC the strips took 0.73-0.94x the time of the rows in the cache (k3s2p1 8 x 64 x
+# its strips down each plane, float32 in the cache and float64 stride 1, pg_item.h; or its
+# small planes each in registers beside them as lanes, PLANE_REGS_TIMED) and timed with
+# the store forms.  On the 2-vCPU EPYC the strips took 0.73-0.94x the time of the rows in the cache (k3s2p1 8 x 64 x
 # 56 x 56 and 2 x 64 x 112 x 112); on the 2-vCPU Cascade Lake 0.77x for a 0.2 MB output in
 # its L2, 1.0x at 0.8 MB, 1.15-1.4x from 3.2 MB on (k3s2p1 and k3s1p1, 1 thread), and the
 # row form in the cache beat both the strips and the streamed rows at 26-103 MB (0.75-0.87x
@@ -716,6 +716,13 @@ TSTORE_D = True
 PLANE_REGS = True
 PLANE_REGS_W = {4: 10, 2: 14}
 PLANE_REGS_TAPS = 2
+# ... and where the rule above does not choose it but the planes fit (up to 16 wide, four
+# taps a column, 16-bit and float32), the form is timed beside the lanes' for outputs over
+# TUNE_SHAPE_BYTES: on the 2-vCPU Cascade Lake, 1 thread, 32 x C planes, it took 0.79-0.85x
+# the lanes' time for k3s2p1 8 x 8 float32, 12 x 12 float16 and k3s1p1 14 x 14 float32,
+# 0.97-1.01x for k3s1p1 12 x 12 and k3s2p1 9 x 9 float32, and 1.17-1.37x for k3s1p1 10 x 10
+# float32 and 14 x 14 float16 / bfloat16 (and 1.15-1.37x for k3s1p1 8 x 8 and 7 x 7)
+PLANE_REGS_TIMED = True
 
 
 def plane_regs(w, itemsize, taps):

@@ -116,27 +116,35 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
                 _plan.streaming_region(gi6, nt, region_row, limit),
                 _plan.streaming_region(gi6, nt, 0, limit))
 
-    def build(f, strips=True):
+    plane_rule = tstore and _plan.plane_regs(w, gi6.itemsize, taps)
+
+    def build(f, strips=True, plane=plane_rule):
         kernel = _kernels.AvgGatherKernel(
             go6, gi6, _plan.KINDS[go.dtype], rnd, tables, taps, runs, poly, weights, bd, bh,
-            rows, terms, scale_w, f[0], tstore, fill, f[1], f[2],
-            tstore and _plan.plane_regs(w, gi6.itemsize, taps), _plan.prefetching(go6),
-            strips)
+            rows, terms, scale_w, f[0], tstore, fill, f[1], f[2], plane,
+            _plan.prefetching(go6), strips)
         # building the kernel allocates nothing in proportion to its scratch: refuse here,
         # before any workspace, scratch a thread that no machine of this memory could hold
         v.memory_fits(kernel.scratch_bytes * _threads.CPU_COUNT, "grad_output",
                       "scratch rows")
         return kernel
 
-    def rows_form(f, kernel):
-        # planes in strips: the row form beside them (_plan.TUNE_SHAPE_BYTES)
-        if not kernel.strips:
-            return None
-        alt = build(f, strips=False)
-        alt.form = kernel.form + " rows"
-        return alt
+    def other_shape(f, kernel):
+        # the same call in another shape of work, timed beside it (_plan.TUNE_SHAPE_BYTES):
+        # planes in strips, the row form; small planes as lanes, each plane in registers
+        # where the plan's rule did not choose it and it applies (_plan.PLANE_REGS_TIMED)
+        if kernel.strips:
+            alt = build(f, strips=False)
+            alt.form = kernel.form + " rows"
+            return alt
+        if tstore and not plane_rule and _plan.PLANE_REGS_TIMED and _plan.PLANE_REGS:
+            alt = build(f, plane=True)
+            if alt.c_item == "plane":
+                alt.form = kernel.form + " plane"
+                return alt
+        return None
 
-    return _plan.store_forms(gi6, nt, flags, build, rows_form)
+    return _plan.store_forms(gi6, nt, flags, build, other_shape)
 
 
 class AvgPool2dBackward(Operator):

@@ -514,6 +514,58 @@ def test_strips_are_timed_beside_the_row_form_with_the_same_bits(
         assert np.array_equal(_bits(got), want)
 
 
+PLANE_CASES = [  # (dtype, x shape, kernel, stride, padding, ceil_mode, count_include_pad)
+    (np.float32, (2, 16, 14, 14), 3, 1, 1, False, True),   # three taps a column
+    (np.float32, (2, 16, 8, 8), 3, 2, 1, False, False),    # narrower than PLANE_REGS_W
+    (np.float16, (2, 16, 12, 12), 3, 2, 1, True, True),
+    (BFLOAT16, (1, 24, 10, 10), 3, 1, 1, False, False),
+]
+
+
+@pytest.mark.parametrize("dtype, x_shape, k, st, p, ceil, cip", PLANE_CASES,
+                         ids=lambda v: getattr(v, "__name__", None))
+def test_small_planes_time_the_plane_form_beside_the_lanes_with_the_same_bits(
+        monkeypatch, restore_num_threads, dtype, x_shape, k, st, p, ceil, cip):
+    """Small NCHW planes that the plan runs as lanes, but that fit the planes-in-registers
+    form (pg_plane.h), are planned with that form as a timed alternate ("cache plane")
+    where the output is over TUNE_SHAPE_BYTES; every call, through the timing and after,
+    gives the bits of the lanes alone and the reference's values."""
+    rng = np.random.default_rng(19)
+    x = np.zeros(x_shape, dtype)
+    go = make_array(_avg_out_shape(x_shape, k, st, p, ceil), dtype, rng)
+    ref = ref_avg_pool2d_backward(go, x_shape, (k, k), (st, st), (p, p), ceil, cip, 0)
+
+    def make_op():
+        return pg.AvgPool2dBackward(go, x, k, st, p, ceil, cip, 0, 0, np.empty_like(x))
+
+    monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", 0)
+    monkeypatch.setattr(_plan, "PLANE_REGS_TIMED", False)
+    alone = make_op()
+    assert alone._kernel.c_item != "plane" and alone._kernel.alternates == ()
+    alone.execute()
+    want = _bits(alone.grad_input).copy()
+    rtol, atol = tolerance(dtype)
+    np.testing.assert_allclose(alone.grad_input.astype(np.float64), ref, rtol=rtol,
+                               atol=atol)
+
+    monkeypatch.setattr(_plan, "PLANE_REGS_TIMED", True)
+    op = make_op()
+    kernel = op._kernel
+    assert [(a.form, a.c_item) for a in kernel.alternates] == [("cache plane", "plane")]
+    ws = np.empty(op.workspace_size, np.uint8)
+    for call in range(kernel.tune_calls + 3):
+        op.grad_input[...] = np.nan
+        op.execute(workspace=ws if call % 2 else None, n_threads=1 + call % 3 // 2)
+        assert np.array_equal(_bits(op.grad_input), want)
+    assert kernel.store_form in ("cache", "cache plane")
+    for faster in (0.5, 1.0):   # each form kept in turn
+        op = make_op()
+        op._kernel.settle(1.0, faster)
+        op.grad_input[...] = np.nan
+        op.execute(workspace=np.empty(op.workspace_size, np.uint8))
+        assert np.array_equal(_bits(op.grad_input), want)
+
+
 def _avg_out_shape(x_shape, k, st, p, ceil):
     out = []
     for size in x_shape[2:]:
