@@ -125,8 +125,8 @@ static inline void pg_plane_flush(char *dst, const char *stage, ptrdiff_t n, int
         : _mm256_permutevar8x32_ps(lo, idx[h][t]))
 
 /*
- * A row is one or two vectors (`two`, W >= 8): columns [0, 8) and [W - 8, W), which
- * overlap below W = 16, so a row's stores stay inside it.  HI: the row and the sentinel
+ * A row is one or two vectors (`two`, W > 8): columns [0, 8) and [W - 8, W), which
+ * overlap below W = 16, so a row's stores stay inside it (`wide`, W >= 8).  HI: the row and the sentinel
  * slots it uses take more than 8 slots (two registers).  `direct`: rows stored where they
  * go (W >= 8, not streamed), else through the stage.  Planes go CH at a time: their E rows
  * ([row][plane][16]), then each grad_input row for the CH planes, so the per-row work is
@@ -144,7 +144,9 @@ static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI)
     const int64_t *const dlo = a->dlo, *const dhi = a->dhi;
     const int64_t *const hlo = a->hlo, *const hhi = a->hhi;
     const float *const wd = a->wd, *const wh = a->wh;
-    const int stream = a->stream, two = W >= 8, direct = W >= 8 && !a->stream;
+    /* wide: a row's 8-value stores stay inside it; two: a second vector (W > 8: a row of
+     * exactly 8 is one vector, formed and stored once) */
+    const int stream = a->stream, wide = W >= 8, two = W > 8, direct = wide && !a->stream;
     const char *const go = (const char *)a->go;
     char *const gi = (char *)a->gi;
     float *const E = a->E;
@@ -264,8 +266,8 @@ static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI)
             const float *const ed = E + (da - od0) * noh * estep;
             /* rows of 8 or more: each row for all the chunk's planes; narrower ones plane
              * by plane, as each row's store passes its end into the next row */
-            for (ptrdiff_t lp = 0; lp < (two ? 1 : lc); lp++) {
-            const ptrdiff_t la = two ? 0 : lp, lb = two ? lc : lp + 1;
+            for (ptrdiff_t lp = 0; lp < (wide ? 1 : lc); lp++) {
+            const ptrdiff_t la = wide ? 0 : lp, lb = wide ? lc : lp + 1;
             out = direct ? dst : stage;
             for (ptrdiff_t ih = h0; ih < h1; ih++, out += rstep) {
                 const ptrdiff_t nq = nd > 0 ? hhi[ih] - hlo[ih] : 0;
@@ -281,12 +283,14 @@ static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI)
                 } else {
                     for (ptrdiff_t l = la; l < lb; l++) {
                         const float *el = e0 + 16 * l;
-                        __m256 s0 = _mm256_loadu_ps(el), s1 = _mm256_loadu_ps(el + 8);
+                        /* (the second half's E values exist only for rows of two) */
+                        __m256 s0 = _mm256_loadu_ps(el);
+                        __m256 s1 = two ? _mm256_loadu_ps(el + 8) : s0;
                         for (ptrdiff_t od = 0; od < nd; od++) {
                             for (ptrdiff_t j = od ? 0 : 1; j < nq; j++) {
                                 const float *e = el + (od * noh + j) * estep;
                                 s0 = _mm256_add_ps(s0, _mm256_loadu_ps(e));
-                                s1 = _mm256_add_ps(s1, _mm256_loadu_ps(e + 8));
+                                if (two) s1 = _mm256_add_ps(s1, _mm256_loadu_ps(e + 8));
                             }
                         }
                         char *o = out + l * pstep;

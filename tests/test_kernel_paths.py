@@ -1393,6 +1393,8 @@ PLANE_AVG = [  # (x shape, kernel, stride, padding, ceil_mode, count_include_pad
     ((2, 13, 13, 11), 3, 2, 1, True, False, 0),
     ((1, 8, 9, 16), (2, 3), (2, 1), (1, 0), False, True, 0),
     ((2, 16, 8, 8), 2, 2, 1, False, False, 0),     # disjoint windows
+    ((2, 16, 8, 8), 3, 1, 1, False, True, 0),      # rows of exactly one vector
+    ((1, 16, 6, 8), 3, 2, 1, True, False, 3),
     ((2, 16, 9, 9), (2, 3), (2, 3), 0, False, True, 0),
     ((3, 8, 5, 7), 3, 2, 1, False, True, 0),
     ((1, 72, 6, 4), 3, 1, 1, False, True, 5),
