@@ -723,12 +723,17 @@ PLANE_REGS_TAPS = 2
 # 0.97-1.01x for k3s1p1 12 x 12 and k3s2p1 9 x 9 float32, and 1.17-1.37x for k3s1p1 10 x 10
 # float32 and 14 x 14 float16 / bfloat16 (and 1.15-1.37x for k3s1p1 8 x 8 and 7 x 7)
 PLANE_REGS_TIMED = True
+# ... and rows of exactly one vector (8 float32 values, formed and stored once): 0.62-0.78x
+# the lanes' time for 8 x 8 k3s2p1 and k2s1 float32 (4 x 64 and 2 x 256 planes, 1 thread,
+# 2-vCPU Cascade Lake; 9 x 9, two vectors a row, 0.97-1.07x), 16-bit 0.90-1.0x (left out)
+PLANE_REGS_ONE = {4: 8}
 
 
 def plane_regs(w, itemsize, taps):
     """Whether small-plane lanes (gather_views6's tstore) of width w, with the W tap table
     `taps`, should go plane by plane in registers (pg_plane.h)."""
-    return (PLANE_REGS and taps is not None and w >= PLANE_REGS_W.get(itemsize, 1 << 62)
+    return (PLANE_REGS and taps is not None
+            and (w >= PLANE_REGS_W.get(itemsize, 1 << 62) or w == PLANE_REGS_ONE.get(itemsize))
             and taps.shape[0] // max(w, 1) <= PLANE_REGS_TAPS)
 
 
