@@ -236,11 +236,11 @@ def streaming_region(out6, threads, min_row=None, limit=None):
 # operator has one (store_forms' ``variant``: the average-pool gradient's row form beside
 # its strips down each plane, float32 in the cache and float64 stride 1, pg_item.h; or its
 # small planes each in registers beside them as lanes, PLANE_REGS_TIMED) and timed with
-# the store forms.  On the 2-vCPU EPYC the strips took 0.73-0.94x the time of the rows in the cache (k3s2p1 8 x 64 x
-# 56 x 56 and 2 x 64 x 112 x 112); on the 2-vCPU Cascade Lake 0.77x for a 0.2 MB output in
-# its L2, 1.0x at 0.8 MB, 1.15-1.4x from 3.2 MB on (k3s2p1 and k3s1p1, 1 thread), and the
-# row form in the cache beat both the strips and the streamed rows at 26-103 MB (0.75-0.87x
-# on 1 and 2 threads).  None: never.
+# the store forms.  On the 2-vCPU EPYC the strips took 0.73-0.94x the time of the rows in
+# the cache (k3s2p1 8 x 64 x 56 x 56 and 2 x 64 x 112 x 112); on the 2-vCPU Cascade Lake
+# 0.77x for a 0.2 MB output in its L2, 1.0x at 0.8 MB, 1.15-1.4x from 3.2 MB on (k3s2p1
+# and k3s1p1, 1 thread), and the row form in the cache beat both the strips and the
+# streamed rows at 26-103 MB (0.75-0.87x on 1 and 2 threads).  None: never.
 TUNE_SHAPE_BYTES = 1 << 20
 
 
@@ -263,7 +263,8 @@ def store_forms(out6, threads, flags, build, variant=None):
             alt.form = "stream" if any(other) else "cache"
             kernel.add_alternate(alt)
             forms.append((other, alt))
-    if variant is not None and TUNE_SHAPE_BYTES is not None and out6.nbytes > TUNE_SHAPE_BYTES:
+    if (variant is not None and TUNE_SHAPE_BYTES is not None
+            and out6.nbytes > TUNE_SHAPE_BYTES):
         for f, k in forms:
             v = variant(f, k)
             if v is not None:
@@ -733,7 +734,8 @@ def plane_regs(w, itemsize, taps):
     """Whether small-plane lanes (gather_views6's tstore) of width w, with the W tap table
     `taps`, should go plane by plane in registers (pg_plane.h)."""
     return (PLANE_REGS and taps is not None
-            and (w >= PLANE_REGS_W.get(itemsize, 1 << 62) or w == PLANE_REGS_ONE.get(itemsize))
+            and (w >= PLANE_REGS_W.get(itemsize, 1 << 62)
+                 or w == PLANE_REGS_ONE.get(itemsize))
             and taps.shape[0] // max(w, 1) <= PLANE_REGS_TAPS)
 
 

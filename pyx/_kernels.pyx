@@ -563,7 +563,6 @@ cdef class PlannedKernel:
         """Plan the same call in another form beside this one (and those added before):
         the first ``tune_calls`` calls run in each form in turn and time them, and the
         fastest is kept (``store_form``)."""
-        cdef Py_ssize_t i
         if alt is None or alt is self:
             raise ValueError("pool_grad: an alternate must be another kernel")
         if alt._alts is not None or alt._alt is not None:
@@ -646,8 +645,8 @@ cdef class PlannedKernel:
         return <int>nt if nt > 1 else 1
 
     def workspace_size(self, int budget):
-        """Bytes of workspace a call of at most ``budget`` threads needs (in either store
-        form, while there are two)."""
+        """Bytes of workspace a call of at most ``budget`` threads needs (in any of its
+        forms, while they are timed)."""
         if self.n_items == 0:
             return 0
         own = self.shared_bytes + self.scratch_bytes * self.threads_for(budget) + C_ALIGN

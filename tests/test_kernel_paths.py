@@ -477,14 +477,7 @@ def test_strips_are_timed_beside_the_row_form_with_the_same_bits(
     every call, through the timing and after, on mixed thread counts, gives the bits of
     the strips alone and the reference's values; so do the one-shot function's cached
     plans."""
-    rng = np.random.default_rng(17)
-    x = np.zeros(x_shape, dtype)
-    go = make_array(_avg_out_shape(x_shape, k, st, p, ceil), dtype, rng)
-    ref = ref_avg_pool2d_backward(go, x_shape, (k, k), (st, st), (p, p), ceil, cip, 0)
-
-    def make_op():
-        return pg.AvgPool2dBackward(go, x, k, st, p, ceil, cip, 0, 0, np.empty_like(x))
-
+    go, ref, make_op = _avg_call(dtype, x_shape, k, st, p, ceil, cip, seed=17)
     monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", None)
     alone = make_op()
     if not alone._kernel.strips:
@@ -531,14 +524,7 @@ def test_small_planes_time_the_plane_form_beside_the_lanes_with_the_same_bits(
     form (pg_plane.h), are planned with that form as a timed alternate ("cache plane")
     where the output is over TUNE_SHAPE_BYTES; every call, through the timing and after,
     gives the bits of the lanes alone and the reference's values."""
-    rng = np.random.default_rng(19)
-    x = np.zeros(x_shape, dtype)
-    go = make_array(_avg_out_shape(x_shape, k, st, p, ceil), dtype, rng)
-    ref = ref_avg_pool2d_backward(go, x_shape, (k, k), (st, st), (p, p), ceil, cip, 0)
-
-    def make_op():
-        return pg.AvgPool2dBackward(go, x, k, st, p, ceil, cip, 0, 0, np.empty_like(x))
-
+    _, ref, make_op = _avg_call(dtype, x_shape, k, st, p, ceil, cip, seed=19)
     monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", 0)
     monkeypatch.setattr(_plan, "PLANE_REGS_TIMED", False)
     alone = make_op()
@@ -565,6 +551,20 @@ def test_small_planes_time_the_plane_form_beside_the_lanes_with_the_same_bits(
         op.grad_input[...] = np.nan
         op.execute(workspace=np.empty(op.workspace_size, np.uint8))
         assert np.array_equal(_bits(op.grad_input), want)
+
+
+def _avg_call(dtype, x_shape, k, st, p, ceil, cip, seed):
+    """Random grad_output of one average-pool call, its float64 reference, and a maker of
+    ops planned for it (each into a new grad_input)."""
+    x = np.zeros(x_shape, dtype)
+    go = make_array(_avg_out_shape(x_shape, k, st, p, ceil), dtype,
+                    np.random.default_rng(seed))
+    ref = ref_avg_pool2d_backward(go, x_shape, (k, k), (st, st), (p, p), ceil, cip, 0)
+
+    def make_op():
+        return pg.AvgPool2dBackward(go, x, k, st, p, ceil, cip, 0, 0, np.empty_like(x))
+
+    return go, ref, make_op
 
 
 def _avg_out_shape(x_shape, k, st, p, ceil):
