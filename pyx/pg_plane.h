@@ -126,14 +126,15 @@ static inline void pg_plane_flush(char *dst, const char *stage, ptrdiff_t n, int
 
 /*
  * A row is one or two vectors (`two`, W > 8): columns [0, 8) and [W - 8, W), which
- * overlap below W = 16, so a row's stores stay inside it (`wide`, W >= 8).  HI: the row and the sentinel
- * slots it uses take more than 8 slots (two registers).  `direct`: rows stored where they
+ * overlap below W = 16, so a row's stores stay inside it (`wide`, W >= 8).  HI: the row
+ * and the sentinel slots it uses take more than 8 slots (two registers).  MT: the taps of
+ * every column (1 or 2; 0: as many as each half uses).  `direct`: rows stored where they
  * go (W >= 8, not streamed), else through the stage.  Planes go CH at a time: their E rows
  * ([row][plane][16]), then each grad_input row for the CH planes, so the per-row work is
  * done once per CH planes.
  */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI)
+static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI, int MT)
 {
     /* every field in a local: the stores below may alias anything (no strict aliasing) */
     const ptrdiff_t es = kind ? 2 : 4;
@@ -246,6 +247,17 @@ static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI)
                         hi = _mm256_blendv_ps(shi, hi, khi);
                     }
                     (void)hi;
+                    if (MT) {
+                        /* MT taps in both halves (a tap left out adds -0.0: the same bits) */
+                        __m256 s = PG_PLANE_TAP(0, 0);
+                        if (MT > 1) s = _mm256_add_ps(s, PG_PLANE_TAP(0, 1));
+                        _mm256_storeu_ps(erow + 16 * l, _mm256_mul_ps(k, s));
+                        if (two) {
+                            __m256 s1 = PG_PLANE_TAP(1, 0);
+                            if (MT > 1) s1 = _mm256_add_ps(s1, PG_PLANE_TAP(1, 1));
+                            _mm256_storeu_ps(erow + 16 * l + 8, _mm256_mul_ps(k, s1));
+                        }
+                    } else
                     for (int h = 0; h < nhalf; h++) {
                         __m256 s = PG_PLANE_TAP(h, 0);
                         if (mt[h] > 1) s = _mm256_add_ps(s, PG_PLANE_TAP(h, 1));
@@ -333,13 +345,18 @@ static void pg_plane_avx2(const pg_plane_args *a)
         n |= a->tap[i] == a->Wo + 1;
     }
     const int hi = a->Wo + z + n > 8;
+    const int mt = a->m <= 2 ? (int)a->m : 0;
+#define PG_PLANE_MT(K, H) \
+    (mt == 1 ? pg_plane_body(a, K, H, 1) : mt == 2 ? pg_plane_body(a, K, H, 2) \
+             : pg_plane_body(a, K, H, 0))
     if (a->kind == 0) {
-        if (hi) pg_plane_body(a, 0, 1); else pg_plane_body(a, 0, 0);
+        if (hi) PG_PLANE_MT(0, 1); else PG_PLANE_MT(0, 0);
     } else if (a->kind == 2) {
-        if (hi) pg_plane_body(a, 2, 1); else pg_plane_body(a, 2, 0);
+        if (hi) PG_PLANE_MT(2, 1); else PG_PLANE_MT(2, 0);
     } else {
-        if (hi) pg_plane_body(a, 3, 1); else pg_plane_body(a, 3, 0);
+        if (hi) PG_PLANE_MT(3, 1); else PG_PLANE_MT(3, 0);
     }
+#undef PG_PLANE_MT
 }
 #endif
 
