@@ -67,6 +67,13 @@ def run_md(doc, run, one_shot, checks):
               "first calls (stream: streaming stores; cache: ordinary ones"
               + ("; cache rows, stream rows: the row form of planes that could go in strips"
                  if any(" rows" in (c.get("store_form") or "") for c in run["cases"])
+                 else "")
+              + ("; ... by plane: planes in registers stored one plane after the other"
+                 if any(" by plane" in (c.get("store_form") or "") for c in run["cases"])
+                 else "")
+              + ("; ... plane: small planes in registers instead of as lanes"
+                 if any((c.get("store_form") or "").endswith(" plane")
+                        and " by plane" not in c["store_form"] for c in run["cases"])
                  else "") + ")"
               if any(c.get("store_form") for c in run["cases"]) else "")
            + "; speed-up = torch ms / pool_grad ms.", ""]

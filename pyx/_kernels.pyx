@@ -189,7 +189,7 @@ cdef extern from "pg_plane.h" nogil:
         const float* wd
         const float* wh
         const float* ww
-        int kind, stream
+        int kind, stream, byplane
         float* E
         Py_ssize_t E_elems
         void* stage
@@ -996,6 +996,7 @@ cdef struct Gather:
     int tstage              # tstore, in an output larger than the cache: items of whole
                             # planes staged and streamed
     int plane_regs          # tstore: planes up to 16 wide formed in registers (pg_plane.h)
+    int plane_byplane       # ... and stored plane by plane (pg_plane_args.byplane)
     int fill                # one grad_output value per D row (global pooling): fill planes
     int fill_fast           # fill, with _fill_rows's arithmetic (no rounding steps, one tap
                             # at column 0, no polyphase) into rows that are one run each
@@ -1473,7 +1474,7 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                 pa.dlo, pa.dhi, pa.hlo, pa.hhi = g.dlo, g.dhi, g.hlo, g.hhi
                 pa.d0, pa.d1, pa.h0, pa.h1 = d0, d1, h0, h1
                 pa.wd, pa.wh, pa.ww = wd, wh, (ww if g.scale_w else NULL)
-                pa.kind, pa.stream = g.kind, g.tstage
+                pa.kind, pa.stream, pa.byplane = g.kind, g.tstage, g.plane_byplane
                 # its E rows after the stage P (scratch_elems)
                 pa.E = P + g.bh * rl
                 pa.E_elems = g.rows_cap * 16 * min(L, PG_PLANE_CH)
@@ -1722,13 +1723,14 @@ cdef class AvgGatherKernel(PlannedKernel):
                  Py_ssize_t bd, Py_ssize_t bh, Py_ssize_t rows, Py_ssize_t max_terms, bint scale_w,
                  bint stream, bint tstore=False, bint fill=False, bint region=False,
                  bint big=False, bint plane_regs=False, bint prefetch=False,
-                 bint strips_ok=True):
+                 bint strips_ok=True, bint plane_byplane=False):
         # stream: rows streamed (long rows, an output larger than the last-level cache);
         # region: blocks of rows streamed (rows of REGION_ROW_BYTES on); big: the output is
         # larger than the last-level cache (_plan.streaming_region(gi6, 0)); prefetch:
         # grad_output is large enough for the one-term items to prefetch (_plan.prefetching);
         # strips_ok: planes may go in strips down each plane where the form applies
-        # (float32 outputs in the cache, fstrips; float64 stride 1, f64.strips)
+        # (float32 outputs in the cache, fstrips; float64 stride 1, f64.strips);
+        # plane_byplane: planes in registers stored plane by plane (_plan.plane_by_plane)
         cdef const int64_t[::1] t
         dlo, dhi, hlo, hhi, wlo, whi = tables
         wd, wh, ww = weights
@@ -1767,6 +1769,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                         and taps is not None and 1 <= g.W <= 16 and 1 <= g.Wo <= 14
                         and 1 <= taps.shape[0] // g.W <= PG_PLANE_TAPS
                         and g.gs[4] == 1 and g.xs[4] == 1)
+        g.plane_byplane = plane_byplane
         t = dlo; g.dlo = &t[0]
         t = dhi; g.dhi = &t[0]
         t = hlo; g.hlo = &t[0]

@@ -66,6 +66,7 @@ typedef struct {
     const float *wd, *wh, *ww; /* ww NULL: no W weights */
     int kind;
     int stream;                /* stream the runs (an output larger than the cache) */
+    int byplane;               /* rows of 8 or more plane by plane too (a large output) */
     float *E;                  /* scratch: 16 floats per E row and plane of a chunk */
     ptrdiff_t E_elems;
     void *stage;               /* scratch: stage_bytes, 64-byte aligned or not */
@@ -124,14 +125,50 @@ static inline void pg_plane_flush(char *dst, const char *stage, ptrdiff_t n, int
                            _mm256_permutevar8x32_ps(hi, idx[h][t]), fromhi[h][t])           \
         : _mm256_permutevar8x32_ps(lo, idx[h][t]))
 
+/* grad_input rows [h0, h1) of planes [LA, LB) of a chunk (pg_plane_body's locals) */
+#define PG_PLANE_OUT(LA, LB)                                                                \
+    const ptrdiff_t la = (LA), lb = (LB);                                                   \
+    out = direct ? dst : stage;                                                             \
+    for (ptrdiff_t ih = h0; ih < h1; ih++, out += rstep) {                                  \
+        const ptrdiff_t nq = nd > 0 ? hhi[ih] - hlo[ih] : 0;                                \
+        const float *const e0 = ed + (hlo[ih] - oh0) * estep;                               \
+        if (nd <= 1 && nq == 1) {                                                           \
+            PG_PLANE_ROWS(_mm256_loadu_ps(el), _mm256_loadu_ps(el + 8))                     \
+        } else if (nd <= 1 && nq == 2) {                                                    \
+            PG_PLANE_ROWS(                                                                  \
+                _mm256_add_ps(_mm256_loadu_ps(el), _mm256_loadu_ps(el + estep)),            \
+                _mm256_add_ps(_mm256_loadu_ps(el + 8), _mm256_loadu_ps(el + estep + 8)))    \
+        } else if (nq <= 0) {                                                               \
+            PG_PLANE_ROWS(_mm256_setzero_ps(), _mm256_setzero_ps())                         \
+        } else {                                                                            \
+            for (ptrdiff_t l = la; l < lb; l++) {                                           \
+                const float *el = e0 + 16 * l;                                              \
+                /* (the second half's E values exist only for rows of two) */               \
+                __m256 s0 = _mm256_loadu_ps(el);                                            \
+                __m256 s1 = two ? _mm256_loadu_ps(el + 8) : s0;                             \
+                for (ptrdiff_t od = 0; od < nd; od++) {                                     \
+                    for (ptrdiff_t j = od ? 0 : 1; j < nq; j++) {                           \
+                        const float *e = el + (od * noh + j) * estep;                       \
+                        s0 = _mm256_add_ps(s0, _mm256_loadu_ps(e));                         \
+                        if (two) s1 = _mm256_add_ps(s1, _mm256_loadu_ps(e + 8));            \
+                    }                                                                       \
+                }                                                                           \
+                char *o = out + l * pstep;                                                  \
+                pg_tstore8(o, 0, s0, kind);                                                 \
+                if (two) pg_tstore8(o + (W - 8) * es, 0, s1, kind);                         \
+            }                                                                               \
+        }                                                                                   \
+    }
+
 /*
  * A row is one or two vectors (`two`, W > 8): columns [0, 8) and [W - 8, W), which
  * overlap below W = 16, so a row's stores stay inside it (`wide`, W >= 8).  HI: the row
- * and the sentinel slots it uses take more than 8 slots (two registers).  MT: the taps of
- * every column (1 or 2; 0: as many as each half uses).  `direct`: rows stored where they
- * go (W >= 8, not streamed), else through the stage.  Planes go CH at a time: their E rows
- * ([row][plane][16]), then each grad_input row for the CH planes, so the per-row work is
- * done once per CH planes.
+ * and the sentinel slots it uses take more than 8 slots (two registers).  MT: the taps
+ * of every column (1 or 2; 0: as many as each half uses).  `direct`: rows stored where
+ * they go (W >= 8, not streamed), else through the stage.  Planes go CH at a time: their
+ * E rows ([row][plane][16]), then each grad_input row for the CH planes, so the per-row
+ * work is done once per CH planes, or (`byplane`, and rows narrower than 8) all the rows
+ * of one plane after the other, so the stores follow each other in memory.
  */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI, int MT)
@@ -148,6 +185,7 @@ static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI, int M
     /* wide: a row's 8-value stores stay inside it; two: a second vector (W > 8: a row of
      * exactly 8 is one vector, formed and stored once) */
     const int stream = a->stream, wide = W >= 8, two = W > 8, direct = wide && !a->stream;
+    const int rowwise = wide && !a->byplane;
     const char *const go = (const char *)a->go;
     char *const gi = (char *)a->gi;
     float *const E = a->E;
@@ -276,41 +314,16 @@ static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI, int M
             const ptrdiff_t rstep = direct ? xs3 * es : rowb;
             const ptrdiff_t da = dlo[idd], nd = dhi[idd] - da;
             const float *const ed = E + (da - od0) * noh * estep;
-            /* rows of 8 or more: each row for all the chunk's planes; narrower ones plane
-             * by plane, as each row's store passes its end into the next row */
-            for (ptrdiff_t lp = 0; lp < (wide ? 1 : lc); lp++) {
-            const ptrdiff_t la = wide ? 0 : lp, lb = wide ? lc : lp + 1;
-            out = direct ? dst : stage;
-            for (ptrdiff_t ih = h0; ih < h1; ih++, out += rstep) {
-                const ptrdiff_t nq = nd > 0 ? hhi[ih] - hlo[ih] : 0;
-                const float *const e0 = ed + (hlo[ih] - oh0) * estep;
-                if (nd <= 1 && nq == 1) {
-                    PG_PLANE_ROWS(_mm256_loadu_ps(el), _mm256_loadu_ps(el + 8))
-                } else if (nd <= 1 && nq == 2) {
-                    PG_PLANE_ROWS(
-                        _mm256_add_ps(_mm256_loadu_ps(el), _mm256_loadu_ps(el + estep)),
-                        _mm256_add_ps(_mm256_loadu_ps(el + 8), _mm256_loadu_ps(el + estep + 8)))
-                } else if (nq <= 0) {
-                    PG_PLANE_ROWS(_mm256_setzero_ps(), _mm256_setzero_ps())
-                } else {
-                    for (ptrdiff_t l = la; l < lb; l++) {
-                        const float *el = e0 + 16 * l;
-                        /* (the second half's E values exist only for rows of two) */
-                        __m256 s0 = _mm256_loadu_ps(el);
-                        __m256 s1 = two ? _mm256_loadu_ps(el + 8) : s0;
-                        for (ptrdiff_t od = 0; od < nd; od++) {
-                            for (ptrdiff_t j = od ? 0 : 1; j < nq; j++) {
-                                const float *e = el + (od * noh + j) * estep;
-                                s0 = _mm256_add_ps(s0, _mm256_loadu_ps(e));
-                                if (two) s1 = _mm256_add_ps(s1, _mm256_loadu_ps(e + 8));
-                            }
-                        }
-                        char *o = out + l * pstep;
-                        pg_tstore8(o, 0, s0, kind);
-                        if (two) pg_tstore8(o + (W - 8) * es, 0, s1, kind);
-                    }
+            /* rows of 8 or more: each row for all the chunk's planes, unless `byplane`;
+             * narrower ones plane by plane, as each row's store passes its end into the
+             * next row (each plane its own expansion: a loop of one plane the compiler
+             * sees) */
+            if (rowwise) {
+                PG_PLANE_OUT(0, lc)
+            } else {
+                for (ptrdiff_t lp = 0; lp < lc; lp++) {
+                    PG_PLANE_OUT(lp, lp + 1)
                 }
-            }
             }
             if (!direct) {
                 /* the staged planes out, in runs that follow each other in the output */
@@ -333,6 +346,7 @@ static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI, int M
     }
 }
 #undef PG_PLANE_ROWS
+#undef PG_PLANE_OUT
 #undef PG_PLANE_TAP
 
 __attribute__((target("avx2,f16c")))
@@ -365,7 +379,8 @@ static inline int pg_plane_item(const pg_plane_args *a)
 #if PG_X86_DISPATCH
     const ptrdiff_t es = a->kind ? 2 : 4;
     if (a->W >= 1 && a->W <= 16 && a->Wo >= 1 && a->Wo <= 14 && a->m >= 1
-            && a->m <= PG_PLANE_TAPS && (a->xs3 == a->W || (a->W >= 8 && !a->stream)) && a->h1 > a->h0 && a->d1 > a->d0
+            && a->m <= PG_PLANE_TAPS && (a->xs3 == a->W || (a->W >= 8 && !a->stream))
+            && a->h1 > a->h0 && a->d1 > a->d0
             && (a->kind == 0 || a->kind == 2 || a->kind == 3)
             && (a->h1 - a->h0) * a->W * es + 32 <= a->stage_bytes
             && (a->dhi[a->d1 - 1] - a->dlo[a->d0]) * (a->hhi[a->h1 - 1] - a->hlo[a->h0]) * 16

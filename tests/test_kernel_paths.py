@@ -553,6 +553,60 @@ def test_small_planes_time_the_plane_form_beside_the_lanes_with_the_same_bits(
         assert np.array_equal(_bits(op.grad_input), want)
 
 
+PLANE_RULE_CASES = [  # (dtype, x shape, kernel, stride, padding, ceil_mode, count_include_pad)
+    (np.float32, (2, 20, 14, 14), 3, 2, 1, False, True),   # two vectors a row
+    (np.float32, (1, 19, 8, 8), 3, 2, 1, False, False),    # one vector a row
+    (np.float32, (2, 9, 11, 10), 2, 1, 0, True, True),
+    (np.float16, (2, 17, 14, 14), 3, 2, 1, True, False),
+    (BFLOAT16, (1, 33, 16, 16), 3, 2, 1, False, True),
+]
+
+
+@pytest.mark.parametrize("dtype, x_shape, k, st, p, ceil, cip", PLANE_RULE_CASES,
+                         ids=lambda v: getattr(v, "__name__", None))
+def test_planes_in_registers_time_the_plane_order_with_the_same_bits(
+        monkeypatch, restore_num_threads, dtype, x_shape, k, st, p, ceil, cip):
+    """Planes that the plan puts in registers (pg_plane.h) store each row for a chunk of
+    planes; over TUNE_SHAPE_BYTES the same call storing one plane after the other is
+    timed beside it ("by plane"), in both store forms; every call, through the timing
+    and after, gives the bits of the row order alone and the reference's values."""
+    _, ref, make_op = _avg_call(dtype, x_shape, k, st, p, ceil, cip, seed=23)
+    monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", 0)
+    monkeypatch.setattr(_plan, "PLANE_BY_PLANE_TIMED", False)
+    alone = make_op()
+    if alone._kernel.c_item != "plane":
+        pytest.skip("no AVX2: the planes do not go in registers")
+    assert alone._kernel.alternates == ()
+    alone.execute()
+    want = _bits(alone.grad_input).copy()
+    rtol, atol = tolerance(dtype)
+    np.testing.assert_allclose(alone.grad_input.astype(np.float64), ref, rtol=rtol,
+                               atol=atol)
+
+    monkeypatch.setattr(_plan, "PLANE_BY_PLANE_TIMED", True)
+    for tune_bytes, forms in ((None, ["cache by plane"]),
+                              (0, ["stream", "cache by plane", "stream by plane"])):
+        monkeypatch.setattr(_plan, "TUNE_BYTES", tune_bytes)
+        op = make_op()
+        kernel = op._kernel
+        assert [a.form for a in kernel.alternates] == forms
+        assert all(a.c_item == "plane" for a in kernel.alternates)
+        ws = np.empty(op.workspace_size, np.uint8)
+        for call in range(kernel.tune_calls + 3):
+            op.grad_input[...] = np.nan
+            op.execute(workspace=ws if call % 2 else None, n_threads=1 + call % 3 // 2)
+            assert np.array_equal(_bits(op.grad_input), want)
+        assert kernel.store_form in ["cache"] + forms
+        for keep in range(len(forms) + 1):   # each form kept in turn
+            op = make_op()
+            op._kernel.settle(1.0, *[0.5 if i + 1 == keep else 1.0
+                                     for i in range(len(forms))])
+            assert op._kernel.store_form == (["cache"] + forms)[keep]
+            op.grad_input[...] = np.nan
+            op.execute(workspace=np.empty(op.workspace_size, np.uint8))
+            assert np.array_equal(_bits(op.grad_input), want)
+
+
 def _avg_call(dtype, x_shape, k, st, p, ceil, cip, seed):
     """Random grad_output of one average-pool call, its float64 reference, and a maker of
     ops planned for it (each into a new grad_input)."""
