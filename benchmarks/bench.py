@@ -177,6 +177,8 @@ class Data:
             self.ind.nbytes if self.ind is not None else 0)
         self.torch_args = None
         self.torch_error = None
+        self.torch_out = None
+        self.torch_out_error = None
         if with_torch:
             try:
                 self.torch_args = self._torch_args()
@@ -222,19 +224,38 @@ class Data:
             s = c.s if c.s is not None else c.k
             args = (go, x, [c.k, c.k], [s, s], [c.p, c.p], False, True, None)
             fn = torch.ops.aten.avg_pool2d_backward
+            fn_out = torch.ops.aten.avg_pool2d_backward.grad_input
         elif c.op == "aavg3d":
             args = (go, x)
             fn = torch.ops.aten._adaptive_avg_pool3d_backward
+            fn_out = torch.ops.aten.adaptive_avg_pool3d_backward.grad_input
         else:
             ind = torch.from_numpy(self.ind).contiguous(memory_format=mf)
             args = (go, x, ind)
             fn = torch.ops.aten.adaptive_max_pool2d_backward
+            fn_out = torch.ops.aten.adaptive_max_pool2d_backward.grad_input
         fn(*args)  # fails here, not in the timing, if torch lacks the dtype
+        # the same backward into a preallocated grad_input (aten's out= overload), like
+        # pool_grad's op.execute: no allocation, so none of the first-touch page faults of
+        # a fresh result, which took most of the allocating call's time in some runs
+        # (glibc's malloc hands a large block back to the system, or keeps it, by its
+        # history: torch's allocating call varied 4-6x between runs of this VM)
+        out = torch.empty(c.shape, dtype=tdt, memory_format=mf)
+        try:
+            fn_out(*args, grad_input=out)
+            self.torch_out = (fn_out, args, out)
+        except Exception as exc:   # an older torch without the overload
+            self.torch_out = None
+            self.torch_out_error = f"{type(exc).__name__}: {exc}"
         return fn, args
 
     def torch_call(self):
         fn, args = self.torch_args
         return fn(*args)
+
+    def torch_out_call(self):
+        fn, args, out = self.torch_out
+        return fn(*args, grad_input=out)
 
 
 # ------------------------------------------------------------------------------ timing
@@ -467,6 +488,13 @@ def run_case(case, nthreads, timer, copier, torch_mod, rng):
         if data.torch_args is not None:
             r["torch_ms"], r["torch_min_ms"] = timer.ms(data.torch_call)
             r["speedup"] = r["torch_ms"] / r["pg_ms"]
+            r["speedup_oneshot"] = r["torch_ms"] / r["oneshot_ms"]
+            if data.torch_out is not None:
+                r["torch_out_ms"], r["torch_out_min_ms"] = timer.ms(data.torch_out_call)
+                r["speedup_out"] = r["torch_out_ms"] / r["pg_ms"]
+            else:
+                r["torch_out_ms"] = r["speedup_out"] = None
+                r["torch_out_error"] = data.torch_out_error
             time.sleep(0.02)  # let torch's OpenMP threads stop spinning
         else:
             r["torch_ms"] = None
@@ -719,18 +747,20 @@ def _pct(x):
 def print_table(rows, nthreads, file=sys.stdout):
     w = max([len(r["name"]) for r in rows] + [4])
     head = (f"{'case':<{w}} {'pg ms':>9} {'GB/s':>6} {'%copy':>6} {'paired':>6} "
-            f"{'%bound':>6} {'1shot ms':>9} {'torch ms':>9} {'speedup':>8} {'copy GB/s':>9} "
-            f"{'bg':>4}")
+            f"{'%bound':>6} {'1shot ms':>9} {'torch ms':>9} {'speedup':>8} {'torch out':>9} "
+            f"{'vs out':>7} {'copy GB/s':>9} {'bg':>4}")
     print(f"\n== {nthreads} thread{'s' if nthreads != 1 else ''}  (pg ms: op.execute into "
           f"preallocated out, median; bg: CPUs busy with other processes)", file=file)
     print(head, file=file)
     print("-" * len(head), file=file)
     for r in rows:
-        sp = r.get("speedup")
+        sp, so = r.get("speedup"), r.get("speedup_out")
         print(f"{r['name']:<{w}} {_f(r['pg_ms'], '9.3f')} {_f(r['pg_gbps'], '6.1f')} "
               f"{_f(r['pct_copy'], '5.0f')}% {_f(r.get('pct_copy_paired'), '5.0f')}% "
               f"{_pct(r.get('pct_bound_paired'))} {_f(r['oneshot_ms'], '9.3f')} "
               f"{_f(r.get('torch_ms'), '9.3f')} {(_f(sp, '7.2f') + 'x') if sp else '       -'} "
+              f"{_f(r.get('torch_out_ms'), '9.3f')} "
+              f"{(_f(so, '6.2f') + 'x') if so else '      -'} "
               f"{_f(r['copy_gbps'], '9.1f')} {_f(r.get('bg_cpus'), '4.1f')}", file=file)
     forms = {}
     for r in rows:
@@ -859,7 +889,9 @@ def main(argv=None):
           "copy (np.copyto / OpenMP memcpy / OpenMP streaming) moving as many bytes; paired = "
           "the same ratio from interleaved rounds (median); %bound = time of an OpenMP pass "
           "that only reads the case's input bytes and writes its output bytes (a sample of "
-          "the real result) / pg time, from interleaved rounds; speedup = torch ms / pg ms")
+          "the real result) / pg time, from interleaved rounds; speedup = torch ms (its "
+          "call allocating the result) / pg ms; torch out = torch into a preallocated "
+          "grad_input (aten's out= overload); vs out = torch out / pg ms")
 
     t_start = time.perf_counter()
     runs = []

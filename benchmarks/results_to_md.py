@@ -76,7 +76,10 @@ def run_md(doc, run, one_shot, checks):
                         and " by plane" not in c["store_form"] for c in run["cases"])
                  else "") + ")"
               if any(c.get("store_form") for c in run["cases"]) else "")
-           + "; speed-up = torch ms / pool_grad ms.", ""]
+           + "; speed-up = torch ms (its call allocating the result) / pool_grad ms"
+           + ("; torch out= ms = torch into a preallocated grad_input (aten's out= "
+              "overload), like pool_grad's; speed-up, out= = torch out= ms / pool_grad ms"
+              if any(c.get("torch_out_ms") for c in run["cases"]) else "") + ".", ""]
     bg = m.get("max_background_cpus")
     if bg is not None and bg > 0.25:
         out += [f"**Warning:** other processes kept up to {bg:.1f} CPUs busy during this "
@@ -89,6 +92,9 @@ def run_md(doc, run, one_shot, checks):
     if one_shot:
         head.append("one-shot ms")
     head += ["torch ms", "speed-up"]
+    outs = any(c.get("torch_out_ms") for c in run["cases"])
+    if outs:
+        head += ["torch out= ms", "speed-up, out="]
     out.append("| " + " | ".join(head) + " |")
     out.append("| " + " | ".join(["---"] + ["---:"] * (len(head) - 1)) + " |")
     for c in run["cases"]:
@@ -103,6 +109,9 @@ def run_md(doc, run, one_shot, checks):
         if one_shot:
             row.append(_ms(c.get("oneshot_ms")))
         row += [_ms(c.get("torch_ms")), f"{sp:.2f}×" if sp else "–"]
+        if outs:
+            so = c.get("speedup_out")
+            row += [_ms(c.get("torch_out_ms")), f"{so:.2f}×" if so else "–"]
         out.append("| " + " | ".join(row) + " |")
     out.append("")
     if not checks:
