@@ -731,14 +731,15 @@ PLANE_REGS_ONE = {4: 8}
 
 
 # planes in registers (above) go out each row for a chunk of 16 planes; where the plan
-# chose that form and the output is over TUNE_SHAPE_BYTES, the same call storing one plane
-# after the other is timed beside it.  On the 2-vCPU Cascade Lake, the plane order alone
+# chose that form for float32 and the output is over TUNE_SHAPE_BYTES, the same call
+# storing one plane after the other is timed beside it (16-bit: never faster, below).  On the 2-vCPU Cascade Lake, the plane order alone
 # against the row order (1 thread): 0.72x the time for 14 x 14 k3s2p1 float32 (51 MB),
 # 0.81x for 16 x 16, 0.93x for 10 x 10 (13-16 MB), but 1.15x for 14 x 14 bfloat16, 1.16x
 # for 8 x 8 float32 and 1.0-1.25x at 3.2 MB (the row order writes 16 partial lines at a
 # time, a pattern the store prefetch follows for some outputs only).  Timed, against the
-# row order alone: 0.78-0.81x (1 and 2 threads) for 14 x 14 float32 and 16 x 16, 0.82-0.90x
-# for 10 x 10, 0.99-1.02x where the row order is kept (16-bit 14 x 14, 8 x 8, 7 x 7)
+# row order alone (1 and 2 threads): 0.78-0.81x for 14 x 14 float32, 0.78-0.87x for
+# 16 x 16, 0.82-0.90x for 10 x 10, 0.99-1.02x where the row order is kept (16-bit 14 x 14,
+# 8 x 8, 7 x 7)
 PLANE_BY_PLANE_TIMED = True
 
 

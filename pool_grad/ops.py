@@ -138,7 +138,8 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
             alt = build(f, strips=False)
             alt.form = kernel.form + " rows"
             return alt
-        if kernel.c_item == "plane" and _plan.PLANE_BY_PLANE_TIMED:
+        if (kernel.c_item == "plane" and _plan.PLANE_BY_PLANE_TIMED
+                and go.dtype == np.float32):
             alt = build(f, by_plane=True)
             alt.form = kernel.form + " by plane"
             return alt

@@ -1730,7 +1730,8 @@ cdef class AvgGatherKernel(PlannedKernel):
         # grad_output is large enough for the one-term items to prefetch (_plan.prefetching);
         # strips_ok: planes may go in strips down each plane where the form applies
         # (float32 outputs in the cache, fstrips; float64 stride 1, f64.strips);
-        # plane_byplane: planes in registers stored plane by plane (_plan.plane_by_plane)
+        # plane_byplane: planes in registers stored plane by plane (a timed form,
+        # _plan.PLANE_BY_PLANE_TIMED)
         cdef const int64_t[::1] t
         dlo, dhi, hlo, hhi, wlo, whi = tables
         wd, wh, ww = weights

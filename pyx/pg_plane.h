@@ -66,7 +66,7 @@ typedef struct {
     const float *wd, *wh, *ww; /* ww NULL: no W weights */
     int kind;
     int stream;                /* stream the runs (an output larger than the cache) */
-    int byplane;               /* rows of 8 or more plane by plane too (a large output) */
+    int byplane;               /* float32 rows of 8 or more plane by plane too */
     float *E;                  /* scratch: 16 floats per E row and plane of a chunk */
     ptrdiff_t E_elems;
     void *stage;               /* scratch: stage_bytes, 64-byte aligned or not */
@@ -164,11 +164,12 @@ static inline void pg_plane_flush(char *dst, const char *stage, ptrdiff_t n, int
  * A row is one or two vectors (`two`, W > 8): columns [0, 8) and [W - 8, W), which
  * overlap below W = 16, so a row's stores stay inside it (`wide`, W >= 8).  HI: the row
  * and the sentinel slots it uses take more than 8 slots (two registers).  MT: the taps
- * of every column (1 or 2; 0: as many as each half uses).  `direct`: rows stored where
- * they go (W >= 8, not streamed), else through the stage.  Planes go CH at a time: their
- * E rows ([row][plane][16]), then each grad_input row for the CH planes, so the per-row
- * work is done once per CH planes, or (`byplane`, and rows narrower than 8) all the rows
- * of one plane after the other, so the stores follow each other in memory.
+ * of every column (1 or 2, float32; 0: as many as each half uses).  `direct`: rows
+ * stored where they go (W >= 8, not streamed), else through the stage.  Planes go CH at
+ * a time: their E rows ([row][plane][16]), then each grad_input row for the CH planes,
+ * so the per-row work is done once per CH planes, or (`byplane`, float32, and rows
+ * narrower than 8) all the rows of one plane after the other, so the stores follow each
+ * other in memory.
  */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI, int MT)
@@ -185,7 +186,9 @@ static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI, int M
     /* wide: a row's 8-value stores stay inside it; two: a second vector (W > 8: a row of
      * exactly 8 is one vector, formed and stored once) */
     const int stream = a->stream, wide = W >= 8, two = W > 8, direct = wide && !a->stream;
-    const int rowwise = wide && !a->byplane;
+    /* (float32 only: the 16-bit formats never gained from it, and each order is a copy of
+     * the loop) */
+    const int rowwise = wide && !(a->byplane && kind == 0);
     const char *const go = (const char *)a->go;
     char *const gi = (char *)a->gi;
     float *const E = a->E;
@@ -359,16 +362,18 @@ static void pg_plane_avx2(const pg_plane_args *a)
         n |= a->tap[i] == a->Wo + 1;
     }
     const int hi = a->Wo + z + n > 8;
+    /* float32: the taps a constant where there are at most two (each a copy of the body;
+     * the 16-bit formats keep one) */
     const int mt = a->m <= 2 ? (int)a->m : 0;
-#define PG_PLANE_MT(K, H) \
-    (mt == 1 ? pg_plane_body(a, K, H, 1) : mt == 2 ? pg_plane_body(a, K, H, 2) \
-             : pg_plane_body(a, K, H, 0))
+#define PG_PLANE_MT(H) \
+    (mt == 1 ? pg_plane_body(a, 0, H, 1) : mt == 2 ? pg_plane_body(a, 0, H, 2) \
+             : pg_plane_body(a, 0, H, 0))
     if (a->kind == 0) {
-        if (hi) PG_PLANE_MT(0, 1); else PG_PLANE_MT(0, 0);
+        if (hi) PG_PLANE_MT(1); else PG_PLANE_MT(0);
     } else if (a->kind == 2) {
-        if (hi) PG_PLANE_MT(2, 1); else PG_PLANE_MT(2, 0);
+        if (hi) pg_plane_body(a, 2, 1, 0); else pg_plane_body(a, 2, 0, 0);
     } else {
-        if (hi) PG_PLANE_MT(3, 1); else PG_PLANE_MT(3, 0);
+        if (hi) pg_plane_body(a, 3, 1, 0); else pg_plane_body(a, 3, 0, 0);
     }
 #undef PG_PLANE_MT
 }
