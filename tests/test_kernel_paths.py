@@ -483,10 +483,7 @@ def test_strips_are_timed_beside_the_row_form_with_the_same_bits(
     if not alone._kernel.strips:
         pytest.skip("no AVX2: the planes do not go in strips")
     assert alone._kernel.alternates == ()
-    alone.execute()
-    want = _bits(alone.grad_input).copy()
-    rtol, atol = tolerance(dtype)
-    np.testing.assert_allclose(alone.grad_input, ref, rtol=rtol, atol=atol)
+    want = _alone_bits(alone, dtype, ref)
 
     monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", 0)
     monkeypatch.setattr(functions, "_cache", {})
@@ -495,11 +492,7 @@ def test_strips_are_timed_beside_the_row_form_with_the_same_bits(
     assert kernel.strips and kernel.store_form == "tuning"
     assert [(a.form, a.strips) for a in kernel.alternates] == [("cache rows", False)]
     assert kernel.tune_calls == 2 * (1 + _kernels.TUNE_TIMED) + 1 == _kernels.TUNE_CALLS
-    ws = np.empty(op.workspace_size, np.uint8)
-    for call in range(2 * kernel.tune_calls):
-        op.grad_input[...] = np.nan
-        op.execute(workspace=ws if call % 2 else None, n_threads=1 + call % 3 // 2)
-        assert np.array_equal(_bits(op.grad_input), want)
+    _calls_keep_bits(op, want, 2 * kernel.tune_calls)
     assert kernel.store_form in ("cache", "cache rows") and kernel.alternates == ()
     for _ in range(_kernels.TUNE_CALLS + 2):
         got = pg.avg_pool2d_backward(go, x_shape, k, st, p, ceil_mode=ceil,
@@ -529,21 +522,13 @@ def test_small_planes_time_the_plane_form_beside_the_lanes_with_the_same_bits(
     monkeypatch.setattr(_plan, "PLANE_REGS_TIMED", False)
     alone = make_op()
     assert alone._kernel.c_item != "plane" and alone._kernel.alternates == ()
-    alone.execute()
-    want = _bits(alone.grad_input).copy()
-    rtol, atol = tolerance(dtype)
-    np.testing.assert_allclose(alone.grad_input.astype(np.float64), ref, rtol=rtol,
-                               atol=atol)
+    want = _alone_bits(alone, dtype, ref)
 
     monkeypatch.setattr(_plan, "PLANE_REGS_TIMED", True)
     op = make_op()
     kernel = op._kernel
     assert [(a.form, a.c_item) for a in kernel.alternates] == [("cache plane", "plane")]
-    ws = np.empty(op.workspace_size, np.uint8)
-    for call in range(kernel.tune_calls + 3):
-        op.grad_input[...] = np.nan
-        op.execute(workspace=ws if call % 2 else None, n_threads=1 + call % 3 // 2)
-        assert np.array_equal(_bits(op.grad_input), want)
+    _calls_keep_bits(op, want, kernel.tune_calls + 3)
     assert kernel.store_form in ("cache", "cache plane")
     for faster in (0.5, 1.0):   # each form kept in turn
         op = make_op()
@@ -578,11 +563,7 @@ def test_planes_in_registers_time_the_plane_order_with_the_same_bits(
     if alone._kernel.c_item != "plane":
         pytest.skip("no AVX2: the planes do not go in registers")
     assert alone._kernel.alternates == ()
-    alone.execute()
-    want = _bits(alone.grad_input).copy()
-    rtol, atol = tolerance(dtype)
-    np.testing.assert_allclose(alone.grad_input.astype(np.float64), ref, rtol=rtol,
-                               atol=atol)
+    want = _alone_bits(alone, dtype, ref)
 
     monkeypatch.setattr(_plan, "PLANE_BY_PLANE_TIMED", True)
     by_plane = dtype == np.float32   # the 16-bit formats keep the row order only
@@ -594,11 +575,7 @@ def test_planes_in_registers_time_the_plane_order_with_the_same_bits(
         kernel = op._kernel
         assert [a.form for a in kernel.alternates] == forms
         assert all(a.c_item == "plane" for a in kernel.alternates)
-        ws = np.empty(op.workspace_size, np.uint8)
-        for call in range(kernel.tune_calls + 3):
-            op.grad_input[...] = np.nan
-            op.execute(workspace=ws if call % 2 else None, n_threads=1 + call % 3 // 2)
-            assert np.array_equal(_bits(op.grad_input), want)
+        _calls_keep_bits(op, want, kernel.tune_calls + 3)
         assert kernel.store_form in ["cache"] + forms
         for keep in range(len(forms) + 1):   # each form kept in turn
             op = make_op()
@@ -608,6 +585,24 @@ def test_planes_in_registers_time_the_plane_order_with_the_same_bits(
             op.grad_input[...] = np.nan
             op.execute(workspace=np.empty(op.workspace_size, np.uint8))
             assert np.array_equal(_bits(op.grad_input), want)
+
+
+def _alone_bits(op, dtype, ref):
+    """Run a form-less op once: its values against the float64 reference, then its bits."""
+    op.execute()
+    rtol, atol = tolerance(dtype)
+    np.testing.assert_allclose(op.grad_input.astype(np.float64), ref, rtol=rtol, atol=atol)
+    return _bits(op.grad_input).copy()
+
+
+def _calls_keep_bits(op, want, calls):
+    """`calls` executions (through the form timing and after, workspace or not, 1 and 2
+    threads), each giving the bits `want`."""
+    ws = np.empty(op.workspace_size, np.uint8)
+    for call in range(calls):
+        op.grad_input[...] = np.nan
+        op.execute(workspace=ws if call % 2 else None, n_threads=1 + call % 3 // 2)
+        assert np.array_equal(_bits(op.grad_input), want)
 
 
 def _avg_call(dtype, x_shape, k, st, p, ceil, cip, seed):
