@@ -216,6 +216,7 @@ cdef extern from "pg_scatter.h" nogil:
     void pg_flush_block(float* buf, void* dst, Py_ssize_t n, int kind, int stream,
                         uint8_t* map, Py_ssize_t mshift)
     Py_ssize_t pg_flush_shift(const void* dst, Py_ssize_t n, int kind)
+    void pg_zero_f32(float* d, Py_ssize_t n)
     void pg_acc(float* b, float v)
     int pg_wcode_plane(uint8_t* code, const void* j, int j64, Py_ssize_t Ho, Py_ssize_t Wo,
                        Py_ssize_t js, Py_ssize_t W, Py_ssize_t kh)
@@ -2238,7 +2239,7 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
                 direct = True
                 tgt = <acc_t*>(xb + h0 * W * L)
                 dummy = (buf + dummy) - tgt
-                memset(tgt, 0, nblk * sizeof(float))
+                pg_zero_f32(tgt, nblk)
     # the plane's output rows' [smallest, largest] index (rows_rng), or NULL
     cdef const int64_t* rr = NULL
     if rng != NULL:
