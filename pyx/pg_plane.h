@@ -21,7 +21,8 @@
  * kind: 0 float32, 2 float16, 3 bfloat16 (the kernels' K_* numbers).  pg_plane_item returns
  * 0, having done nothing, where the CPU lacks AVX2 (and F16C) or the item does not fit:
  * W > 16, Wo > 14 (the row and its two slots in two registers), more than PG_PLANE_TAPS
- * taps.
+ * taps.  Float32 taps that slide with the column (stride 1) are loads from the row
+ * at each tap's offset rather than permutes (pg_plane_aff).
  */
 #ifndef PG_PLANE_H
 #define PG_PLANE_H
@@ -138,6 +139,13 @@ static inline void pg_plane_flush(char *dst, const char *stage, ptrdiff_t n, int
             PG_PLANE_ROWS(                                                                  \
                 _mm256_add_ps(_mm256_loadu_ps(el), _mm256_loadu_ps(el + estep)),            \
                 _mm256_add_ps(_mm256_loadu_ps(el + 8), _mm256_loadu_ps(el + estep + 8)))    \
+        } else if (nd <= 1 && nq == 3) {                                                    \
+            PG_PLANE_ROWS(                                                                  \
+                _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(el), _mm256_loadu_ps(el + estep)), \
+                              _mm256_loadu_ps(el + 2 * estep)),                             \
+                _mm256_add_ps(_mm256_add_ps(_mm256_loadu_ps(el + 8),                        \
+                                            _mm256_loadu_ps(el + estep + 8)),               \
+                              _mm256_loadu_ps(el + 2 * estep + 8)))                         \
         } else if (nq <= 0) {                                                               \
             PG_PLANE_ROWS(_mm256_setzero_ps(), _mm256_setzero_ps())                         \
         } else {                                                                            \
@@ -159,6 +167,61 @@ static inline void pg_plane_flush(char *dst, const char *stage, ptrdiff_t n, int
             }                                                                               \
         }                                                                                   \
     }
+
+/* sliding taps (pg_plane_body's `aff`): for half h and tap t, lane j of the E row takes
+ * grad_output column off[h][t] + j, or -0.0 where that is outside the row (mask, neg) */
+typedef struct {
+    __m256i mask[2][PG_PLANE_TAPS];
+    __m256 neg[2][PG_PLANE_TAPS], ww[2][PG_PLANE_TAPS];
+    ptrdiff_t off[2][PG_PLANE_TAPS];
+} pg_plane_taps;
+
+/* the E row of lc planes (grad_output rows r, gstep floats apart; E rows 16 floats apart):
+ * each half the sum of its M taps, each the row's columns at the tap's offset (times
+ * their W weights), times k */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_plane_aff_rows(float *PG_RESTRICT e, const float *r, ptrdiff_t gstep,
+                                     ptrdiff_t lc, __m256 k, const pg_plane_taps *tb,
+                                     const int M, const int TWO, const int SCALE)
+{
+    for (ptrdiff_t l = 0; l < lc; l++, r += gstep, e += 16) {
+        for (int h = 0; h < 1 + TWO; h++) {
+            __m256 s = _mm256_setzero_ps();
+            for (int t = 0; t < M; t++) {
+                __m256 v = _mm256_or_ps(_mm256_maskload_ps(r + tb->off[h][t], tb->mask[h][t]),
+                                        tb->neg[h][t]);
+                if (SCALE) v = _mm256_mul_ps(v, tb->ww[h][t]);
+                s = t ? _mm256_add_ps(s, v) : v;
+            }
+            _mm256_storeu_ps(e + 8 * h, _mm256_mul_ps(k, s));
+        }
+    }
+}
+
+/* (one copy for every format and register layout of pg_plane_body, which calls it for
+ * float32 only) */
+__attribute__((target("avx2,f16c")))
+static void pg_plane_aff(float *e, const float *r, ptrdiff_t gstep, ptrdiff_t lc, __m256 k,
+                         const pg_plane_taps *tb, ptrdiff_t m, int two, int scale)
+{
+#define PG_PLANE_AFF(M)                                                                     \
+    do {                                                                                    \
+        if (two) {                                                                          \
+            if (scale) pg_plane_aff_rows(e, r, gstep, lc, k, tb, M, 1, 1);                  \
+            else pg_plane_aff_rows(e, r, gstep, lc, k, tb, M, 1, 0);                        \
+        } else {                                                                            \
+            if (scale) pg_plane_aff_rows(e, r, gstep, lc, k, tb, M, 0, 1);                  \
+            else pg_plane_aff_rows(e, r, gstep, lc, k, tb, M, 0, 0);                        \
+        }                                                                                   \
+    } while (0)
+    switch (m) {
+    case 1: PG_PLANE_AFF(1); break;
+    case 2: PG_PLANE_AFF(2); break;
+    case 3: PG_PLANE_AFF(3); break;
+    default: PG_PLANE_AFF(4); break;
+    }
+#undef PG_PLANE_AFF
+}
 
 /*
  * A row is one or two vectors (`two`, W > 8): columns [0, 8) and [W - 8, W), which
@@ -246,6 +309,51 @@ static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI, int M
     const __m256 klo = _mm256_castsi256_ps(mlo), khi = _mm256_castsi256_ps(mhi);
     const ptrdiff_t nlo = Wo < 8 ? Wo : 8, nhi = Wo > 8 ? Wo - 8 : 0;
     const int scale = a->ww != NULL;
+    /* float32 taps that slide with the column (stride 1: column w's taps are the grad_output
+     * columns w + o, o = omin .. omin + m - 1, those inside the row): each tap of a half is
+     * then one load from the row at that offset, the columns outside it -0.0 (masked off
+     * the load, the sign bit set), where the permutes took three instructions a tap and
+     * half on port 5.  The same products, and the same real taps added in the same order
+     * (a -0.0 added, before or after, leaves every value's bits as they were), so the same
+     * bits; a column no window covers (its +0.0 slot) keeps the permutes */
+    int aff = 0;
+    ptrdiff_t omin = 0;
+    if (kind == 0 && !zused) {
+        for (ptrdiff_t w = 0; w < W && !aff; w++)
+            if (a->tap[w * m] > 0 && a->tap[w * m] < Wo) {
+                omin = a->tap[w * m] - w;   /* a first tap the row's start did not clip */
+                aff = 1;
+            }
+        for (ptrdiff_t w = 0; w < W && aff; w++) {
+            const ptrdiff_t first = w + omin > 0 ? w + omin : 0;
+            const ptrdiff_t last = w + omin + m - 1 < Wo - 1 ? w + omin + m - 1 : Wo - 1;
+            for (ptrdiff_t t = 0; t < m; t++) {
+                const int64_t want = first + t <= last ? first + t : Wo + 1;
+                if (a->tap[w * m + t] != want) aff = 0;
+            }
+        }
+    }
+    pg_plane_taps at;
+    if (aff) {
+        for (int h = 0; h < nhalf; h++) {
+            const ptrdiff_t c0 = h ? W - 8 : 0;
+            for (ptrdiff_t t = 0; t < m; t++) {
+                int32_t mv[8], nv[8];
+                float fv[8];
+                at.off[h][t] = c0 + omin + t;
+                for (int j = 0; j < 8; j++) {
+                    const ptrdiff_t q = at.off[h][t] + j;
+                    const int in = q >= 0 && q < Wo;
+                    mv[j] = in ? -1 : 0;
+                    nv[j] = in ? 0 : (int32_t)0x80000000u;
+                    fv[j] = in && a->ww ? a->ww[q] : 1.0f;
+                }
+                at.mask[h][t] = _mm256_loadu_si256((const __m256i *)mv);
+                at.neg[h][t] = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)nv));
+                at.ww[h][t] = _mm256_loadu_ps(fv);
+            }
+        }
+    }
     /* planes a chunk: PG_PLANE_CH, fewer where the stage holds fewer */
     ptrdiff_t CH = L < PG_PLANE_CH ? L : PG_PLANE_CH;
     if (!direct) {
@@ -277,6 +385,10 @@ static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI, int M
             for (ptrdiff_t oh = oh0; oh < oh1; oh++, erow += estep) {
                 const char *r = go + (l0 * gps + od * gs2 + oh * gs3) * es;
                 const __m256 k = _mm256_set1_ps(wd[od] * wh[oh]);
+                if (kind == 0 && aff) {
+                    pg_plane_aff(erow, (const float *)r, gps, lc, k, &at, m, two, scale);
+                    continue;
+                }
                 for (ptrdiff_t l = 0; l < lc; l++, r += gps * es) {
                     __m256 lo = pg_plane_get8(r, nlo, mlo, kind);
                     __m256 hi = shi;

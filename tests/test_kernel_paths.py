@@ -587,6 +587,79 @@ def test_planes_in_registers_time_the_plane_order_with_the_same_bits(
             assert np.array_equal(_bits(op.grad_input), want)
 
 
+# planes in registers whose taps slide with the column (stride 1): each tap one load from
+# the grad_output row at its offset, -0.0 outside it (pg_plane.h's pg_plane_aff), where
+# other tap tables go through permutes.  Two, three and four taps a column, one vector a
+# row (8), two (10 to 14) and rows through the stage (7), W weights (count_include_pad
+# False), ceil_mode; and windows that do not slide (stride 2, adaptive 14 -> 13: the
+# permutes)
+SLIDING_TAPS = [  # (x shape, kernel, stride, padding, ceil_mode, count_include_pad)
+    ((2, 16, 14, 14), 3, 1, 1, False, True),
+    ((2, 16, 14, 14), 3, 1, 1, False, False),
+    ((1, 24, 8, 8), 3, 1, 1, False, False),
+    ((2, 16, 7, 7), 3, 1, 1, False, True),
+    ((2, 16, 11, 10), 2, 1, 0, True, True),
+    ((1, 16, 12, 13), 4, 1, 2, False, False),
+    ((1, 17, 9, 12), 4, 1, 1, True, True),
+    ((2, 16, 14, 14), 3, 2, 1, False, True),
+]
+
+
+def _sliding_grad(shape, rng):
+    """Random float32 values with signed zeros (whole rows and a whole plane of -0.0,
+    columns of -0.0 at both edges, a row of +0.0), an infinity and a NaN: no window holds
+    two NaNs or infinities of both signs (which NaN a sum keeps is the operand order's)."""
+    g = make_array(shape, np.float32, rng)
+    g[0, 0] = -0.0
+    g[..., 0] = g[..., -1] = -0.0
+    g[:, -1, 1, :] = -0.0
+    g[:, -1, 2, :] = 0.0
+    g[-1, 1, -2, 3] = np.inf
+    g[-1, 2, 3, 2] = np.nan
+    return g
+
+
+@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="an AVX2 path")
+@pytest.mark.parametrize("x_shape, k, st, p, ceil, cip", SLIDING_TAPS)
+def test_planes_in_registers_with_sliding_taps_give_the_lanes_bits(
+        monkeypatch, restore_num_threads, x_shape, k, st, p, ceil, cip):
+    go = _sliding_grad(_avg_out_shape(x_shape, k, st, p, ceil), np.random.default_rng(29))
+    ref = ref_avg_pool2d_backward(go, x_shape, (k, k), (st, st), (p, p), ceil, cip, 0)
+    monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", None)   # one form a plan
+
+    def make_op():
+        return pg.AvgPool2dBackward(go, x_shape, k, st, p, ceil, cip, 0, 0,
+                                    np.empty(x_shape, np.float32))
+
+    def run():
+        op = make_op()
+        out = op.grad_input
+        outs = []
+        for nt in (1, 2):
+            out[...] = 7
+            op.execute(n_threads=nt)
+            outs.append(_bits(out).copy())
+        assert np.array_equal(outs[0], outs[1])
+        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+        return op._kernel.c_item, outs[0]
+
+    monkeypatch.setattr(_plan, "PLANE_REGS", False)
+    item, want = run()
+    assert item != "plane"
+    monkeypatch.setattr(_plan, "PLANE_REGS", True)
+    monkeypatch.setattr(_plan, "PLANE_REGS_TAPS", 4)
+    monkeypatch.setattr(_plan, "PLANE_REGS_W", {4: 1})
+    item, got = run()
+    assert item == "plane"
+    assert np.array_equal(got, want)
+    # every form through the timing: streamed, and stored plane by plane
+    monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", 0)
+    monkeypatch.setattr(_plan, "TUNE_BYTES", 0)
+    op = make_op()
+    assert {"stream", "cache by plane"} <= {a.form for a in op._kernel.alternates}
+    _calls_keep_bits(op, want, op._kernel.tune_calls + 3)
+
+
 def _alone_bits(op, dtype, ref):
     """Run a form-less op once: its values against the float64 reference, then its bits."""
     op.execute()
