@@ -723,9 +723,10 @@ PLANE_REGS_TAPS = 2
 # the lanes' time for k3s2p1 8 x 8 float32, 12 x 12 float16 and k3s1p1 14 x 14 float32,
 # 0.97-1.01x for k3s1p1 12 x 12 and k3s2p1 9 x 9 float32, and 1.17-1.37x for k3s1p1 10 x 10
 # float32 and 14 x 14 float16 / bfloat16 (and 1.15-1.37x for k3s1p1 8 x 8 and 7 x 7).
-# Since float32 taps that slide with the column (stride 1) are loads, not permutes
-# (pg_plane.h's pg_plane_aff), the timed stride-1 calls took 0.80-0.90x their time before
-# on 1 and 2 threads (k3s1p1 14 x 14 and 8 x 8, k2s1 14 x 14; 7 x 7 and 10 x 10 unchanged)
+# Since taps that slide with the column (stride 1) are loads from staged rows, not
+# permutes (pg_plane.h's pg_plane_aff), the timed stride-1 calls took 0.74-0.90x their
+# time before on 1 and 2 threads (float32 k3s1p1 14 x 14 and 8 x 8, k2s1 14 x 14; 7 x 7
+# and 10 x 10 unchanged), and bfloat16 k3s1p1 14 x 14 0.79-0.80x
 PLANE_REGS_TIMED = True
 # ... and rows of exactly one vector (8 float32 values, formed and stored once): 0.62-0.78x
 # the lanes' time for 8 x 8 k3s2p1 and k2s1 float32 (4 x 64 and 2 x 256 planes, 1 thread,

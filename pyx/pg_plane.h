@@ -21,8 +21,8 @@
  * kind: 0 float32, 2 float16, 3 bfloat16 (the kernels' K_* numbers).  pg_plane_item returns
  * 0, having done nothing, where the CPU lacks AVX2 (and F16C) or the item does not fit:
  * W > 16, Wo > 14 (the row and its two slots in two registers), more than PG_PLANE_TAPS
- * taps.  Float32 taps that slide with the column (stride 1) are loads from the row
- * at each tap's offset rather than permutes (pg_plane_aff).
+ * taps.  Taps that slide with the column (stride 1) are loads from the staged rows at
+ * each tap's offset rather than permutes (pg_plane_aff).
  */
 #ifndef PG_PLANE_H
 #define PG_PLANE_H
@@ -75,21 +75,38 @@ typedef struct {
 } pg_plane_args;
 
 #if PG_X86_DISPATCH
-/* n <= 8 values of one row from p, widened, the others +0.0 */
+/* the masks that load n <= 8 values of a row (pg_plane_get8), made once an item */
+typedef struct {
+    __m256i m32;      /* float32: lanes < n */
+    __m128i pairs;    /* 16-bit: the whole 32-bit pairs */
+    __m128i sel;      /* ... and the lane of an odd last value */
+    ptrdiff_t last;   /* its byte offset, or -1 */
+} pg_plane_mask;
+
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m256 pg_plane_get8(const char *p, ptrdiff_t n, __m256i mask, int kind)
+static inline pg_plane_mask pg_plane_mask_of(ptrdiff_t n, __m256i m32)
 {
-    if (kind == 0) return _mm256_maskload_ps((const float *)p, mask);
+    pg_plane_mask k;
+    k.m32 = m32;
+    k.pairs = _mm_set_epi32(n >= 8 ? -1 : 0, n >= 6 ? -1 : 0, n >= 4 ? -1 : 0,
+                            n >= 2 ? -1 : 0);
+    k.sel = _mm_cmpeq_epi16(_mm_set1_epi16((short)(n - 1)),
+                            _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
+    k.last = n & 1 ? 2 * (n - 1) : -1;
+    return k;
+}
+
+/* n <= 8 values of one row from p (the masks of n), widened, the others +0.0 */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline __m256 pg_plane_get8(const char *p, const pg_plane_mask *mk, int kind)
+{
+    if (kind == 0) return _mm256_maskload_ps((const float *)p, mk->m32);
     /* whole 32-bit pairs by a masked load, an odd last value by itself */
-    const __m128i pairs = _mm_set_epi32(n >= 8 ? -1 : 0, n >= 6 ? -1 : 0, n >= 4 ? -1 : 0,
-                                        n >= 2 ? -1 : 0);
-    __m128i h = _mm_maskload_epi32((const int *)p, pairs);
-    if (n & 1) {
+    __m128i h = _mm_maskload_epi32((const int *)p, mk->pairs);
+    if (mk->last >= 0) {
         uint16_t last;
-        memcpy(&last, p + 2 * (n - 1), 2);
-        const __m128i sel = _mm_cmpeq_epi16(_mm_set1_epi16((short)(n - 1)),
-                                            _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
-        h = _mm_blendv_epi8(h, _mm_set1_epi16((short)last), sel);
+        memcpy(&last, p + mk->last, 2);
+        h = _mm_blendv_epi8(h, _mm_set1_epi16((short)last), mk->sel);
     }
     if (kind == 2) return _mm256_cvtph_ps(h);
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -168,51 +185,38 @@ static inline void pg_plane_flush(char *dst, const char *stage, ptrdiff_t n, int
         }                                                                                   \
     }
 
-/* sliding taps (pg_plane_body's `aff`): for half h and tap t, lane j of the E row takes
- * grad_output column off[h][t] + j, or -0.0 where that is outside the row (mask, neg) */
-typedef struct {
-    __m256i mask[2][PG_PLANE_TAPS];
-    __m256 neg[2][PG_PLANE_TAPS], ww[2][PG_PLANE_TAPS];
-    ptrdiff_t off[2][PG_PLANE_TAPS];
-} pg_plane_taps;
-
-/* the E row of lc planes (grad_output rows r, gstep floats apart; E rows 16 floats apart):
- * each half the sum of its M taps, each the row's columns at the tap's offset (times
- * their W weights), times k */
+/* sliding taps (pg_plane_body's `aff`): the E row of lc planes from their grad_output rows
+ * staged in `rows` (PG_PLANE_SLOT floats apart, W-weighted, -0.0 in the slots around each
+ * row): half h of a plane's E row is k times the sum of its M loads at off[h][t]
+ * (E rows 16 floats apart) */
+#define PG_PLANE_SLOT 32
+#define PG_PLANE_LEAD 8
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_plane_aff_rows(float *PG_RESTRICT e, const float *r, ptrdiff_t gstep,
-                                     ptrdiff_t lc, __m256 k, const pg_plane_taps *tb,
-                                     const int M, const int TWO, const int SCALE)
+static inline void pg_plane_aff_rows(float *PG_RESTRICT e, const float *rows, ptrdiff_t lc,
+                                     __m256 k, const ptrdiff_t (*off)[PG_PLANE_TAPS],
+                                     const int M, const int TWO)
 {
-    for (ptrdiff_t l = 0; l < lc; l++, r += gstep, e += 16) {
+    ptrdiff_t o[2][PG_PLANE_TAPS];
+    for (int h = 0; h < 1 + TWO; h++)
+        for (int t = 0; t < M; t++) o[h][t] = off[h][t];
+    for (ptrdiff_t l = 0; l < lc; l++, rows += PG_PLANE_SLOT, e += 16) {
         for (int h = 0; h < 1 + TWO; h++) {
-            __m256 s = _mm256_setzero_ps();
-            for (int t = 0; t < M; t++) {
-                __m256 v = _mm256_or_ps(_mm256_maskload_ps(r + tb->off[h][t], tb->mask[h][t]),
-                                        tb->neg[h][t]);
-                if (SCALE) v = _mm256_mul_ps(v, tb->ww[h][t]);
-                s = t ? _mm256_add_ps(s, v) : v;
-            }
+            __m256 s = _mm256_loadu_ps(rows + o[h][0]);
+            for (int t = 1; t < M; t++) s = _mm256_add_ps(s, _mm256_loadu_ps(rows + o[h][t]));
             _mm256_storeu_ps(e + 8 * h, _mm256_mul_ps(k, s));
         }
     }
 }
 
-/* (one copy for every format and register layout of pg_plane_body, which calls it for
- * float32 only) */
+/* (one copy for every format and register layout of pg_plane_body) */
 __attribute__((target("avx2,f16c")))
-static void pg_plane_aff(float *e, const float *r, ptrdiff_t gstep, ptrdiff_t lc, __m256 k,
-                         const pg_plane_taps *tb, ptrdiff_t m, int two, int scale)
+static void pg_plane_aff(float *e, const float *rows, ptrdiff_t lc, __m256 k,
+                         const ptrdiff_t (*off)[PG_PLANE_TAPS], ptrdiff_t m, int two)
 {
 #define PG_PLANE_AFF(M)                                                                     \
     do {                                                                                    \
-        if (two) {                                                                          \
-            if (scale) pg_plane_aff_rows(e, r, gstep, lc, k, tb, M, 1, 1);                  \
-            else pg_plane_aff_rows(e, r, gstep, lc, k, tb, M, 1, 0);                        \
-        } else {                                                                            \
-            if (scale) pg_plane_aff_rows(e, r, gstep, lc, k, tb, M, 0, 1);                  \
-            else pg_plane_aff_rows(e, r, gstep, lc, k, tb, M, 0, 0);                        \
-        }                                                                                   \
+        if (two) pg_plane_aff_rows(e, rows, lc, k, off, M, 1);                              \
+        else pg_plane_aff_rows(e, rows, lc, k, off, M, 0);                                  \
     } while (0)
     switch (m) {
     case 1: PG_PLANE_AFF(1); break;
@@ -308,21 +312,24 @@ static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI, int M
     const __m256i mhi = _mm256_loadu_si256((const __m256i *)(keep + 8));
     const __m256 klo = _mm256_castsi256_ps(mlo), khi = _mm256_castsi256_ps(mhi);
     const ptrdiff_t nlo = Wo < 8 ? Wo : 8, nhi = Wo > 8 ? Wo - 8 : 0;
+    const pg_plane_mask glo = pg_plane_mask_of(nlo, mlo), ghi = pg_plane_mask_of(nhi, mhi);
     const int scale = a->ww != NULL;
-    /* float32 taps that slide with the column (stride 1: column w's taps are the grad_output
-     * columns w + o, o = omin .. omin + m - 1, those inside the row): each tap of a half is
-     * then one load from the row at that offset, the columns outside it -0.0 (masked off
-     * the load, the sign bit set), where the permutes took three instructions a tap and
-     * half on port 5.  The same products, and the same real taps added in the same order
-     * (a -0.0 added, before or after, leaves every value's bits as they were), so the same
-     * bits; a column no window covers (its +0.0 slot) keeps the permutes */
+    /* taps that slide with the column (stride 1: column w's taps are the grad_output
+     * columns w + o, o = omin .. omin + m - 1, those inside the row): each chunk's rows
+     * of one (od, oh) are staged W-weighted, with -0.0 in the slots around them, and each
+     * tap of a half is then one load at its offset, where the permutes took three
+     * instructions a tap and half.  The same products, and the same real taps added in the
+     * same order (a -0.0 added, before or after, leaves every value's bits as they were),
+     * so the same bits; a column no window covers (its +0.0 slot) keeps the permutes.
+     * omin is -(m - 1) .. 0 (windows that start after their column's first position do
+     * not cover it), so the loads stay within [-3, 19) of a row (its slot: [-8, 24)) */
     int aff = 0;
     ptrdiff_t omin = 0;
-    if (kind == 0 && !zused) {
+    if (!zused && m <= PG_PLANE_TAPS) {
         for (ptrdiff_t w = 0; w < W && !aff; w++)
             if (a->tap[w * m] > 0 && a->tap[w * m] < Wo) {
                 omin = a->tap[w * m] - w;   /* a first tap the row's start did not clip */
-                aff = 1;
+                aff = omin <= 0 && omin >= 1 - m;
             }
         for (ptrdiff_t w = 0; w < W && aff; w++) {
             const ptrdiff_t first = w + omin > 0 ? w + omin : 0;
@@ -333,26 +340,14 @@ static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI, int M
             }
         }
     }
-    pg_plane_taps at;
+    ptrdiff_t aoff[2][PG_PLANE_TAPS];
+    __attribute__((aligned(32))) float arows[PG_PLANE_CH * PG_PLANE_SLOT];
+    const __m256 negz = _mm256_set1_ps(-0.0f);
     if (aff) {
-        for (int h = 0; h < nhalf; h++) {
-            const ptrdiff_t c0 = h ? W - 8 : 0;
-            for (ptrdiff_t t = 0; t < m; t++) {
-                int32_t mv[8], nv[8];
-                float fv[8];
-                at.off[h][t] = c0 + omin + t;
-                for (int j = 0; j < 8; j++) {
-                    const ptrdiff_t q = at.off[h][t] + j;
-                    const int in = q >= 0 && q < Wo;
-                    mv[j] = in ? -1 : 0;
-                    nv[j] = in ? 0 : (int32_t)0x80000000u;
-                    fv[j] = in && a->ww ? a->ww[q] : 1.0f;
-                }
-                at.mask[h][t] = _mm256_loadu_si256((const __m256i *)mv);
-                at.neg[h][t] = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i *)nv));
-                at.ww[h][t] = _mm256_loadu_ps(fv);
-            }
-        }
+        for (int h = 0; h < nhalf; h++)
+            for (ptrdiff_t t = 0; t < m; t++)
+                aoff[h][t] = (h ? W - 8 : 0) + omin + t;
+        for (ptrdiff_t i = 0; i < PG_PLANE_CH * PG_PLANE_SLOT; i++) arows[i] = -0.0f;
     }
     /* planes a chunk: PG_PLANE_CH, fewer where the stage holds fewer */
     ptrdiff_t CH = L < PG_PLANE_CH ? L : PG_PLANE_CH;
@@ -385,17 +380,29 @@ static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI, int M
             for (ptrdiff_t oh = oh0; oh < oh1; oh++, erow += estep) {
                 const char *r = go + (l0 * gps + od * gs2 + oh * gs3) * es;
                 const __m256 k = _mm256_set1_ps(wd[od] * wh[oh]);
-                if (kind == 0 && aff) {
-                    pg_plane_aff(erow, (const float *)r, gps, lc, k, &at, m, two, scale);
+                if (aff) {
+                    float *ar = arows + PG_PLANE_LEAD;
+                    for (ptrdiff_t l = 0; l < lc; l++, r += gps * es, ar += PG_PLANE_SLOT) {
+                        __m256 lo = pg_plane_get8(r, &glo, kind);
+                        if (scale) lo = _mm256_mul_ps(lo, wlo);
+                        _mm256_store_ps(ar, _mm256_blendv_ps(negz, lo, klo));
+                        if (nhi) {
+                            __m256 hi = pg_plane_get8(r + 8 * es, &ghi, kind);
+                            if (scale) hi = _mm256_mul_ps(hi, whi);
+                            _mm256_store_ps(ar + 8, _mm256_blendv_ps(negz, hi, khi));
+                        }
+                    }
+                    pg_plane_aff(erow, arows + PG_PLANE_LEAD, lc, k,
+                                 (const ptrdiff_t (*)[PG_PLANE_TAPS])aoff, m, two);
                     continue;
                 }
                 for (ptrdiff_t l = 0; l < lc; l++, r += gps * es) {
-                    __m256 lo = pg_plane_get8(r, nlo, mlo, kind);
+                    __m256 lo = pg_plane_get8(r, &glo, kind);
                     __m256 hi = shi;
                     if (scale) lo = _mm256_mul_ps(lo, wlo);
                     lo = _mm256_blendv_ps(slo, lo, klo);
                     if (HI && nhi) {
-                        hi = pg_plane_get8(r + 8 * es, nhi, mhi, kind);
+                        hi = pg_plane_get8(r + 8 * es, &ghi, kind);
                         if (scale) hi = _mm256_mul_ps(hi, whi);
                         hi = _mm256_blendv_ps(shi, hi, khi);
                     }

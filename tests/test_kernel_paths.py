@@ -587,12 +587,12 @@ def test_planes_in_registers_time_the_plane_order_with_the_same_bits(
             assert np.array_equal(_bits(op.grad_input), want)
 
 
-# planes in registers whose taps slide with the column (stride 1): each tap one load from
-# the grad_output row at its offset, -0.0 outside it (pg_plane.h's pg_plane_aff), where
+# planes in registers whose taps slide with the column (stride 1): each chunk's rows staged
+# with -0.0 around them, each tap one load at its offset (pg_plane.h's pg_plane_aff), where
 # other tap tables go through permutes.  Two, three and four taps a column, one vector a
 # row (8), two (10 to 14) and rows through the stage (7), W weights (count_include_pad
-# False), ceil_mode; and windows that do not slide (stride 2, adaptive 14 -> 13: the
-# permutes)
+# False), ceil_mode, all three 16- and 32-bit formats; and windows that do not slide
+# (stride 2: the permutes)
 SLIDING_TAPS = [  # (x shape, kernel, stride, padding, ceil_mode, count_include_pad)
     ((2, 16, 14, 14), 3, 1, 1, False, True),
     ((2, 16, 14, 14), 3, 1, 1, False, False),
@@ -605,11 +605,11 @@ SLIDING_TAPS = [  # (x shape, kernel, stride, padding, ceil_mode, count_include_
 ]
 
 
-def _sliding_grad(shape, rng):
-    """Random float32 values with signed zeros (whole rows and a whole plane of -0.0,
-    columns of -0.0 at both edges, a row of +0.0), an infinity and a NaN: no window holds
-    two NaNs or infinities of both signs (which NaN a sum keeps is the operand order's)."""
-    g = make_array(shape, np.float32, rng)
+def _sliding_grad(shape, dtype, rng):
+    """Random values with signed zeros (whole rows and a whole plane of -0.0, columns of
+    -0.0 at both edges, a row of +0.0), an infinity and a NaN: no window holds two NaNs
+    or infinities of both signs (which NaN a sum keeps is the operand order's)."""
+    g = make_array(shape, dtype, rng)
     g[0, 0] = -0.0
     g[..., 0] = g[..., -1] = -0.0
     g[:, -1, 1, :] = -0.0
@@ -620,16 +620,20 @@ def _sliding_grad(shape, rng):
 
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="an AVX2 path")
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, BFLOAT16],
+                         ids=["f32", "f16", "bf16"])
 @pytest.mark.parametrize("x_shape, k, st, p, ceil, cip", SLIDING_TAPS)
 def test_planes_in_registers_with_sliding_taps_give_the_lanes_bits(
-        monkeypatch, restore_num_threads, x_shape, k, st, p, ceil, cip):
-    go = _sliding_grad(_avg_out_shape(x_shape, k, st, p, ceil), np.random.default_rng(29))
+        monkeypatch, restore_num_threads, x_shape, k, st, p, ceil, cip, dtype):
+    go = _sliding_grad(_avg_out_shape(x_shape, k, st, p, ceil), dtype,
+                       np.random.default_rng(29))
     ref = ref_avg_pool2d_backward(go, x_shape, (k, k), (st, st), (p, p), ceil, cip, 0)
+    rtol, atol = tolerance(dtype)
     monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", None)   # one form a plan
 
     def make_op():
         return pg.AvgPool2dBackward(go, x_shape, k, st, p, ceil, cip, 0, 0,
-                                    np.empty(x_shape, np.float32))
+                                    np.empty(x_shape, dtype))
 
     def run():
         op = make_op()
@@ -640,7 +644,7 @@ def test_planes_in_registers_with_sliding_taps_give_the_lanes_bits(
             op.execute(n_threads=nt)
             outs.append(_bits(out).copy())
         assert np.array_equal(outs[0], outs[1])
-        np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(out.astype(np.float64), ref, rtol=rtol, atol=atol)
         return op._kernel.c_item, outs[0]
 
     monkeypatch.setattr(_plan, "PLANE_REGS", False)
@@ -648,15 +652,16 @@ def test_planes_in_registers_with_sliding_taps_give_the_lanes_bits(
     assert item != "plane"
     monkeypatch.setattr(_plan, "PLANE_REGS", True)
     monkeypatch.setattr(_plan, "PLANE_REGS_TAPS", 4)
-    monkeypatch.setattr(_plan, "PLANE_REGS_W", {4: 1})
+    monkeypatch.setattr(_plan, "PLANE_REGS_W", {4: 1, 2: 1})
     item, got = run()
     assert item == "plane"
     assert np.array_equal(got, want)
-    # every form through the timing: streamed, and stored plane by plane
+    # every form through the timing: streamed, and (float32) stored plane by plane
     monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", 0)
     monkeypatch.setattr(_plan, "TUNE_BYTES", 0)
     op = make_op()
-    assert {"stream", "cache by plane"} <= {a.form for a in op._kernel.alternates}
+    forms = {"stream", "cache by plane"} if dtype == np.float32 else {"stream"}
+    assert forms <= {a.form for a in op._kernel.alternates}
     _calls_keep_bits(op, want, op._kernel.tune_calls + 3)
 
 
