@@ -747,13 +747,50 @@ PLANE_REGS_ONE = {4: 8}
 PLANE_BY_PLANE_TIMED = True
 
 
-def plane_regs(w, itemsize, taps):
+# ... and planes of PLANE_SLIDING_W columns or more whose W taps slide with the column
+# (stride 1, sliding_taps), up to PLANE_SLIDING_TAPS a column, whose E rows are loads
+# from the staged rows (pg_plane_aff) and whose plan then also times the plane order: on
+# the 2-vCPU Cascade Lake, 1 thread, k3s1p1 against the lanes, float32 8 x 8 0.71x the
+# time, 10 x 10 0.74x, 12 x 12 0.66x, 14 x 14 0.60x; bfloat16 10 x 10 0.92x, 14 x 14
+# 0.71x (7 x 7: 1.0x float32, 1.07x bfloat16, left to the lanes)
+PLANE_SLIDING_W = {4: 8, 2: 10}
+PLANE_SLIDING_TAPS = 4
+
+
+def sliding_taps(taps, w, n_out):
+    """Whether the W tap table `taps` (w columns, n_out outputs) slides with the column:
+    column i's taps are the outputs i + omin ... i + omin + m - 1 that exist, then -0.0
+    slots, for one omin in 1 - m ... 0 (pg_plane.h checks the same at every item)."""
+    if taps is None or w < 1 or taps.shape[0] % w:
+        return False
+    m = taps.shape[0] // w
+    t = taps.reshape(w, m)
+    if m > PLANE_SLIDING_TAPS or np.any(t == n_out):
+        return False
+    cols = np.arange(w)
+    unclipped = np.flatnonzero((t[:, 0] > 0) & (t[:, 0] < n_out))
+    if unclipped.size == 0:
+        return False
+    omin = int(t[unclipped[0], 0]) - int(unclipped[0])
+    if not 1 - m <= omin <= 0:
+        return False
+    first = np.maximum(cols + omin, 0)
+    last = np.minimum(cols + omin + m - 1, n_out - 1)
+    want = first[:, None] + np.arange(m)[None, :]
+    want = np.where(want <= last[:, None], want, n_out + 1)
+    return bool(np.array_equal(t, want))
+
+
+def plane_regs(w, itemsize, taps, n_out=None):
     """Whether small-plane lanes (gather_views6's tstore) of width w, with the W tap table
-    `taps`, should go plane by plane in registers (pg_plane.h)."""
-    return (PLANE_REGS and taps is not None
-            and (w >= PLANE_REGS_W.get(itemsize, 1 << 62)
-                 or w == PLANE_REGS_ONE.get(itemsize))
-            and taps.shape[0] // max(w, 1) <= PLANE_REGS_TAPS)
+    `taps` over n_out outputs, should go plane by plane in registers (pg_plane.h)."""
+    if not PLANE_REGS or taps is None:
+        return False
+    if ((w >= PLANE_REGS_W.get(itemsize, 1 << 62) or w == PLANE_REGS_ONE.get(itemsize))
+            and taps.shape[0] // max(w, 1) <= PLANE_REGS_TAPS):
+        return True
+    return (n_out is not None and w >= PLANE_SLIDING_W.get(itemsize, 1 << 62)
+            and sliding_taps(taps, w, n_out))
 
 
 def mixed_lanes(go6, gi6, ind6=None):

@@ -116,7 +116,7 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
                 _plan.streaming_region(gi6, nt, region_row, limit),
                 _plan.streaming_region(gi6, nt, 0, limit))
 
-    plane_rule = tstore and _plan.plane_regs(w, gi6.itemsize, taps)
+    plane_rule = tstore and _plan.plane_regs(w, gi6.itemsize, taps, go6.shape[4])
 
     def build(f, strips=True, plane=plane_rule, by_plane=False):
         kernel = _kernels.AvgGatherKernel(

@@ -501,11 +501,11 @@ def test_strips_are_timed_beside_the_row_form_with_the_same_bits(
 
 
 PLANE_CASES = [  # (dtype, x shape, kernel, stride, padding, ceil_mode, count_include_pad)
-    (np.float32, (2, 16, 14, 14), 3, 1, 1, False, True),   # three taps a column
+    (np.float32, (2, 16, 14, 14), 5, 2, 2, False, True),   # three taps a column
     (np.float32, (2, 16, 9, 9), 3, 2, 1, False, False),    # narrower than PLANE_REGS_W
-    (np.float32, (2, 16, 8, 8), 3, 1, 1, False, False),    # three taps a column
+    (np.float32, (2, 16, 7, 7), 3, 1, 1, False, False),    # ... than PLANE_SLIDING_W
     (np.float16, (2, 16, 12, 12), 3, 2, 1, True, True),
-    (BFLOAT16, (1, 24, 10, 10), 3, 1, 1, False, False),
+    (BFLOAT16, (1, 24, 8, 8), 3, 1, 1, False, False),
 ]
 
 
@@ -542,7 +542,9 @@ PLANE_RULE_CASES = [  # (dtype, x shape, kernel, stride, padding, ceil_mode, cou
     (np.float32, (2, 20, 14, 14), 3, 2, 1, False, True),   # two vectors a row
     (np.float32, (1, 19, 8, 8), 3, 2, 1, False, False),    # one vector a row
     (np.float32, (2, 9, 11, 10), 2, 1, 0, True, True),
+    (np.float32, (2, 16, 12, 12), 3, 1, 1, False, False),  # taps that slide (stride 1)
     (np.float16, (2, 17, 14, 14), 3, 2, 1, True, False),
+    (BFLOAT16, (1, 20, 14, 14), 3, 1, 1, False, True),
     (BFLOAT16, (1, 33, 16, 16), 3, 2, 1, False, True),
 ]
 
@@ -603,6 +605,33 @@ SLIDING_TAPS = [  # (x shape, kernel, stride, padding, ceil_mode, count_include_
     ((1, 17, 9, 12), 4, 1, 1, True, True),
     ((2, 16, 14, 14), 3, 2, 1, False, True),
 ]
+
+
+def _w_taps(w, k, s, p, ceil=False):
+    n_out = _plan.avg_output_size(w, k, s, p, ceil)
+    lo, hi = _plan.cover(*_plan.avg_windows(w, n_out, k, s, p, True)[:2], w)
+    return _plan.taps(lo, hi, n_out), n_out
+
+
+def test_sliding_taps_are_those_of_stride_one():
+    """_plan.sliding_taps (pg_plane.h checks the same at every item): stride 1 with any
+    padding and ceil_mode slides, and adaptive windows that are k2s1's; stride 2, other
+    adaptive windows, and columns no window covers (their +0.0 slot) do not."""
+    for w, k, s, p, ceil in [(14, 3, 1, 1, False), (8, 2, 1, 0, True), (13, 4, 1, 2, False),
+                             (12, 4, 1, 1, True), (9, 1, 1, 0, False)]:
+        assert _plan.sliding_taps(*_w_taps(w, k, s, p, ceil)[:1], w,
+                                  _w_taps(w, k, s, p, ceil)[1])
+    for w, k, s, p in [(14, 3, 2, 1), (14, 2, 2, 0), (17, 2, 3, 0)]:
+        tp, n_out = _w_taps(w, k, s, p)
+        assert not _plan.sliding_taps(tp, w, n_out)
+    lo, hi = _plan.cover(*_plan.adaptive_windows(14, 10)[:2], 14)
+    assert not _plan.sliding_taps(_plan.taps(lo, hi, 10), 14, 10)
+    lo, hi = _plan.cover(*_plan.adaptive_windows(14, 13)[:2], 14)   # k2s1's windows
+    assert _plan.sliding_taps(_plan.taps(lo, hi, 13), 14, 13)
+    tp, n_out = _w_taps(14, 3, 1, 1)
+    assert _plan.plane_regs(14, 4, tp, n_out) and _plan.plane_regs(14, 2, tp, n_out)
+    tp, n_out = _w_taps(7, 3, 1, 1)
+    assert not _plan.plane_regs(7, 4, tp, n_out)   # narrower than PLANE_SLIDING_W
 
 
 def _sliding_grad(shape, dtype, rng):
