@@ -98,6 +98,9 @@ def default_cases():
         Case(A, (256, 256, 14, 14), k=3, s=2, p=1),
         Case(A, (256, 512, 14, 14), "bfloat16", k=2, s=2),
         Case(A, (1, 16, 4, 4), k=4, s=1, label="avg_pool2d seed 1x16x4x4 k4s1p0 f32 NCHW"),
+        # stride 1 on small planes (Inception's 3x3 average pools; beyond the list)
+        Case(A, (32, 2048, 8, 8), k=3, s=1, p=1),
+        Case(A, (32, 768, 17, 17), k=3, s=1, p=1),
         # float64, the golden-reference dtype (the k3s2p1 case's bytes at half the batch)
         Case(A, (16, 64, 112, 112), "float64", k=3, s=2, p=1),
         Case(A, (16, 64, 112, 112), "float64", k=3, s=2, p=1, layout="CL"),
