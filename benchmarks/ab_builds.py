@@ -1,0 +1,157 @@
+"""Two builds of pool_grad's extension, timed against each other in one process.
+
+    python benchmarks/ab_builds.py A.so B.so SPEC [SPEC ...] [--threads N]
+        [--a-plan CODE] [--b-plan CODE] [--rounds R] [--no-check]
+
+A.so and B.so are copies of ``pool_grad/_kernels*.so`` from two builds (copy the built file
+aside before rebuilding).  Both are loaded as separate modules beside the package's own;
+for each SPEC an operator is planned through each (the package's Python planning, its
+kernel classes from that build), both are run until their store forms settle, their
+results are compared bit for bit, and then they are timed in interleaved rounds (A then
+B, B then A, ...), each round a batch of calls of about 3 million output values.  It prints
+each side's median time and the median (and quartiles) of the per-round ratios B / A: on
+a machine whose speed drifts between runs, only such ratios are worth comparing.
+
+SPEC is ``avg:NxCxHxW:k,s,p:DTYPE[:nhwc]`` (average pooling, count_include_pad) or
+``max:NxCxHxW:Ho,Wo:DTYPE[:nhwc]`` (adaptive max pooling, float32 forward for the indices),
+DTYPE one of f32, f64, f16, bf16.  ``--a-plan`` / ``--b-plan`` run Python code in
+``pool_grad._plan``'s namespace while that side's operator is planned (restored after),
+for example ``--b-plan "PLANE_SLIDING_W = {}"``, so one build can be compared with itself
+under two plans (give the same file twice).
+
+Every loaded copy of the extension keeps its own default thread count, which
+``pool_grad.set_num_threads`` sets only in the package's copy: this script sets it in
+both (``--threads``; a copy left alone runs one thread).
+"""
+import argparse
+import importlib.machinery
+import importlib.util
+import os
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import pool_grad as pg  # noqa: E402
+from pool_grad import _plan, _threads, ops  # noqa: E402
+
+try:
+    import ml_dtypes
+except ImportError:   # bfloat16 specs need it
+    ml_dtypes = None
+
+DTYPES = {"f32": np.float32, "f64": np.float64, "f16": np.float16}
+if ml_dtypes is not None:
+    DTYPES["bf16"] = ml_dtypes.bfloat16
+
+
+def load(path):
+    """The extension file at `path` as a module of its own."""
+    name = "pool_grad._kernels"
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+def _channels_last(a):
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+
+
+def _clear_caches():
+    for fn in list(vars(_plan).values()):
+        if callable(getattr(fn, "cache_clear", None)):
+            fn.cache_clear()
+
+
+def make_op(spec, mod, plan_code, rng):
+    """The operator of `spec` planned with the kernels of `mod` (and `plan_code` run in
+    _plan's namespace meanwhile), its workspace and its grad_input."""
+    parts = spec.split(":")
+    op, shape, params, dt = parts[:4]
+    nhwc = len(parts) > 4 and parts[4] == "nhwc"
+    shape = tuple(int(v) for v in shape.split("x"))
+    dt = DTYPES[dt]
+    x = np.zeros(shape, dt)
+    if nhwc:
+        x = _channels_last(x)
+    own, saved = ops._kernels, dict(vars(_plan))
+    ops._kernels = mod
+    _clear_caches()
+    try:
+        if plan_code:
+            exec(plan_code, vars(_plan))
+        if op == "avg":
+            k, s, p = (int(v) for v in params.split(","))
+            go = rng.standard_normal(pg.avg_pool2d(x.astype(np.float32), k, s, p).shape)
+            go = go.astype(dt)
+            if nhwc:
+                go = _channels_last(go)
+            gi = np.empty_like(x)
+            o = pg.AvgPool2dBackward(go, x, k, s, p, False, True, 0, 0, gi)
+        elif op == "max":
+            out = tuple(int(v) for v in params.split(","))
+            xx = rng.standard_normal(shape).astype(np.float32)
+            if nhwc:
+                xx = _channels_last(xx)
+            y, idx = pg.adaptive_max_pool2d(xx, out, return_indices=True)
+            go = rng.standard_normal(y.shape).astype(dt)
+            gi = np.empty_like(x)
+            o = pg.AdaptiveMaxPool2dBackward(go, x, idx, gi)
+        else:
+            raise SystemExit(f"unknown operator in {spec!r} (avg or max)")
+    finally:
+        ops._kernels = own
+        vars(_plan).clear()
+        vars(_plan).update(saved)
+        _clear_caches()   # (geometry cached under this side's plan)
+    ws = np.empty(o.workspace_size, np.uint8)
+    for _ in range(40):   # through the store forms' timing
+        o.execute(workspace=ws)
+    return o, ws, gi
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("a")
+    ap.add_argument("b")
+    ap.add_argument("specs", nargs="+")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--a-plan", default="")
+    ap.add_argument("--b-plan", default="")
+    ap.add_argument("--rounds", type=int, default=41)
+    ap.add_argument("--no-check", action="store_true", help="skip the bitwise comparison")
+    args = ap.parse_args(argv)
+    mods = [load(args.a), load(args.b)]
+    pg.set_num_threads(args.threads)
+    for mod in mods:
+        mod._set_thread_defaults(args.threads, _threads.CPU_COUNT)
+        assert mod.default_threads() == args.threads
+    for spec in args.specs:
+        sides = [make_op(spec, mod, code, np.random.default_rng(0))
+                 for mod, code in zip(mods, (args.a_plan, args.b_plan))]
+        if not args.no_check:
+            a, b = (s[2].ravel(order="K").view(np.uint8) for s in sides)
+            assert np.array_equal(a, b), f"{spec}: the two builds' bits differ"
+        reps = max(1, int(3e6 // sides[0][2].size))
+        times = [[], []]
+        for r in range(args.rounds):
+            for i in ((0, 1) if r % 2 else (1, 0)):
+                o, ws, _ = sides[i]
+                t0 = time.perf_counter()
+                for _ in range(reps):
+                    o.execute(workspace=ws)
+                times[i].append((time.perf_counter() - t0) / reps)
+        ratios = sorted(tb / ta for ta, tb in zip(*times))
+        n = len(ratios)
+        forms = [s[0]._kernel.store_form for s in sides]
+        print(f"{spec:40s} {args.threads} t  A {np.median(times[0]) * 1e3:8.3f} ms  "
+              f"B {np.median(times[1]) * 1e3:8.3f} ms  B/A {ratios[n // 2]:.3f} "
+              f"[{ratios[n // 4]:.3f}, {ratios[3 * n // 4]:.3f}]  forms {forms}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
