@@ -752,7 +752,10 @@ PLANE_BY_PLANE_TIMED = True
 # from the staged rows (pg_plane_aff) and whose plan then also times the plane order: on
 # the 2-vCPU Cascade Lake, 1 thread, k3s1p1 against the lanes, float32 8 x 8 0.71x the
 # time, 10 x 10 0.74x, 12 x 12 0.66x, 14 x 14 0.60x; bfloat16 10 x 10 0.92x, 14 x 14
-# 0.71x (7 x 7: 1.0x float32, 1.07x bfloat16, left to the lanes)
+# 0.71x (7 x 7: 1.0x float32, 1.07x bfloat16, left to the lanes); in the cache (4 x 64
+# planes, 0.1-0.4 MB, below TUNE_SHAPE_BYTES: the rule alone decides), float32 k3s1p1
+# 8 x 8 0.59x, 14 x 14 0.63x, k2s1 9 x 9 0.82x; 16-bit k3s1p1 12 x 12 0.74x, 14 x 14
+# 0.68x, 10 x 10 0.95-0.97x
 PLANE_SLIDING_W = {4: 8, 2: 10}
 PLANE_SLIDING_TAPS = 4
 
