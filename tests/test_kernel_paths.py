@@ -619,8 +619,8 @@ def test_sliding_taps_are_those_of_stride_one():
     adaptive windows, and columns no window covers (their +0.0 slot) do not."""
     for w, k, s, p, ceil in [(14, 3, 1, 1, False), (8, 2, 1, 0, True), (13, 4, 1, 2, False),
                              (12, 4, 1, 1, True), (9, 1, 1, 0, False)]:
-        assert _plan.sliding_taps(*_w_taps(w, k, s, p, ceil)[:1], w,
-                                  _w_taps(w, k, s, p, ceil)[1])
+        tp, n_out = _w_taps(w, k, s, p, ceil)
+        assert _plan.sliding_taps(tp, w, n_out)
     for w, k, s, p in [(14, 3, 2, 1), (14, 2, 2, 0), (17, 2, 3, 0)]:
         tp, n_out = _w_taps(w, k, s, p)
         assert not _plan.sliding_taps(tp, w, n_out)
