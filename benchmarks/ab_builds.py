@@ -1,16 +1,24 @@
 """Two builds of pool_grad's extension, timed against each other in one process.
 
     python benchmarks/ab_builds.py A.so B.so SPEC [SPEC ...] [--threads N]
-        [--a-plan CODE] [--b-plan CODE] [--rounds R] [--no-check]
+        [--a-plan CODE] [--b-plan CODE] [--rounds R] [--ws-offset BYTES] [--no-check]
 
 A.so and B.so are copies of ``pool_grad/_kernels*.so`` from two builds (copy the built file
 aside before rebuilding).  Both are loaded as separate modules beside the package's own;
 for each SPEC an operator is planned through each (the package's Python planning, its
-kernel classes from that build), both are run until their store forms settle, their
-results are compared bit for bit, and then they are timed in interleaved rounds (A then
-B, B then A, ...), each round a batch of calls of about 3 million output values.  It prints
-each side's median time and the median (and quartiles) of the per-round ratios B / A: on
-a machine whose speed drifts between runs, only such ratios are worth comparing.
+kernel classes from that build) on the same arrays, both are run until their store forms
+settle, their results are compared bit for bit, and then they are timed in interleaved
+rounds (A then B, B then A, ...), each round a batch of calls of about 3 million output
+values.  It prints each side's median time and the median (and quartiles) of the
+per-round ratios B / A: on a machine whose speed drifts between runs, only such ratios are
+worth comparing.
+
+Both sides share one workspace buffer, and each round places it at another offset from a
+page boundary (the same for A and B in that round; `--ws-offset` fixes one): a kernel's
+time can depend on where its scratch lies against its arrays modulo 4 KiB (loads and
+stores 4 KiB apart look alike to the CPU's store buffer), by up to 1.8x on the 2-vCPU
+Cascade Lake (17 x 17 k3s1p1 float32), so a build that only moved the scratch would
+otherwise seem faster or slower by where its allocation happened to fall.
 
 SPEC is ``avg:NxCxHxW:k,s,p:DTYPE[:nhwc]`` (average pooling, count_include_pad) or
 ``max:NxCxHxW:Ho,Wo:DTYPE[:nhwc]`` (adaptive max pooling, float32 forward for the indices),
@@ -67,9 +75,8 @@ def _clear_caches():
             fn.cache_clear()
 
 
-def make_op(spec, mod, plan_code, rng):
-    """The operator of `spec` planned with the kernels of `mod` (and `plan_code` run in
-    _plan's namespace meanwhile), its workspace and its grad_input."""
+def make_arrays(spec, rng):
+    """The arrays of `spec`: (operator, its parameters, grad_output, x, indices, grad_input)."""
     parts = spec.split(":")
     op, shape, params, dt = parts[:4]
     nhwc = len(parts) > 4 and parts[4] == "nhwc"
@@ -78,6 +85,29 @@ def make_op(spec, mod, plan_code, rng):
     x = np.zeros(shape, dt)
     if nhwc:
         x = _channels_last(x)
+    idx = None
+    if op == "avg":
+        params = tuple(int(v) for v in params.split(","))
+        go = rng.standard_normal(pg.avg_pool2d(x.astype(np.float32), *params).shape)
+        go = go.astype(dt)
+        if nhwc:
+            go = _channels_last(go)
+    elif op == "max":
+        params = tuple(int(v) for v in params.split(","))
+        xx = rng.standard_normal(shape).astype(np.float32)
+        if nhwc:
+            xx = _channels_last(xx)
+        y, idx = pg.adaptive_max_pool2d(xx, params, return_indices=True)
+        go = rng.standard_normal(y.shape).astype(dt)
+    else:
+        raise SystemExit(f"unknown operator in {spec!r} (avg or max)")
+    return op, params, go, x, idx, np.empty_like(x)
+
+
+def make_op(arrays, mod, plan_code):
+    """The operator of `arrays` planned with the kernels of `mod` (and `plan_code` run in
+    _plan's namespace meanwhile)."""
+    op, params, go, x, idx, gi = arrays
     own, saved = ops._kernels, dict(vars(_plan))
     ops._kernels = mod
     _clear_caches()
@@ -85,33 +115,14 @@ def make_op(spec, mod, plan_code, rng):
         if plan_code:
             exec(plan_code, vars(_plan))
         if op == "avg":
-            k, s, p = (int(v) for v in params.split(","))
-            go = rng.standard_normal(pg.avg_pool2d(x.astype(np.float32), k, s, p).shape)
-            go = go.astype(dt)
-            if nhwc:
-                go = _channels_last(go)
-            gi = np.empty_like(x)
-            o = pg.AvgPool2dBackward(go, x, k, s, p, False, True, 0, 0, gi)
-        elif op == "max":
-            out = tuple(int(v) for v in params.split(","))
-            xx = rng.standard_normal(shape).astype(np.float32)
-            if nhwc:
-                xx = _channels_last(xx)
-            y, idx = pg.adaptive_max_pool2d(xx, out, return_indices=True)
-            go = rng.standard_normal(y.shape).astype(dt)
-            gi = np.empty_like(x)
-            o = pg.AdaptiveMaxPool2dBackward(go, x, idx, gi)
-        else:
-            raise SystemExit(f"unknown operator in {spec!r} (avg or max)")
+            k, s, p = params
+            return pg.AvgPool2dBackward(go, x, k, s, p, False, True, 0, 0, gi)
+        return pg.AdaptiveMaxPool2dBackward(go, x, idx, gi)
     finally:
         ops._kernels = own
         vars(_plan).clear()
         vars(_plan).update(saved)
         _clear_caches()   # (geometry cached under this side's plan)
-    ws = np.empty(o.workspace_size, np.uint8)
-    for _ in range(40):   # through the store forms' timing
-        o.execute(workspace=ws)
-    return o, ws, gi
 
 
 def main(argv=None):
@@ -123,6 +134,9 @@ def main(argv=None):
     ap.add_argument("--a-plan", default="")
     ap.add_argument("--b-plan", default="")
     ap.add_argument("--rounds", type=int, default=41)
+    ap.add_argument("--ws-offset", type=int, default=None,
+                    help="the workspace this many bytes past a page boundary in every "
+                         "round (default: another multiple of 64 each round)")
     ap.add_argument("--no-check", action="store_true", help="skip the bitwise comparison")
     args = ap.parse_args(argv)
     mods = [load(args.a), load(args.b)]
@@ -131,23 +145,37 @@ def main(argv=None):
         mod._set_thread_defaults(args.threads, _threads.CPU_COUNT)
         assert mod.default_threads() == args.threads
     for spec in args.specs:
-        sides = [make_op(spec, mod, code, np.random.default_rng(0))
-                 for mod, code in zip(mods, (args.a_plan, args.b_plan))]
+        arrays = make_arrays(spec, np.random.default_rng(0))
+        gi = arrays[-1]
+        sides = [make_op(arrays, mod, code) for mod, code in zip(mods, (args.a_plan, args.b_plan))]
+        need = max(o.workspace_size for o in sides)
+        buf = np.empty(need + 8192, np.uint8)
+        page = (-buf.ctypes.data) % 4096
+        offsets = ([args.ws_offset % 4096] if args.ws_offset is not None else
+                   list(np.random.default_rng(1).permutation(np.arange(0, 4096, 64))))
+        results = []
+        for o in sides:
+            ws = buf[page + offsets[0]:page + offsets[0] + need]
+            gi[...] = np.nan   # (what a side leaves unwritten differs from the other)
+            for _ in range(40):   # through the store forms' timing
+                o.execute(workspace=ws)
+            results.append(gi.ravel(order="K").view(np.uint8).copy())
         if not args.no_check:
-            a, b = (s[2].ravel(order="K").view(np.uint8) for s in sides)
-            assert np.array_equal(a, b), f"{spec}: the two builds' bits differ"
-        reps = max(1, int(3e6 // sides[0][2].size))
+            assert np.array_equal(*results), f"{spec}: the two builds' bits differ"
+        reps = max(1, int(3e6 // gi.size))
         times = [[], []]
         for r in range(args.rounds):
+            off = page + offsets[r % len(offsets)]
+            ws = buf[off:off + need]
             for i in ((0, 1) if r % 2 else (1, 0)):
-                o, ws, _ = sides[i]
+                o = sides[i]
                 t0 = time.perf_counter()
                 for _ in range(reps):
                     o.execute(workspace=ws)
                 times[i].append((time.perf_counter() - t0) / reps)
         ratios = sorted(tb / ta for ta, tb in zip(*times))
         n = len(ratios)
-        forms = [s[0]._kernel.store_form for s in sides]
+        forms = [o._kernel.store_form for o in sides]
         print(f"{spec:40s} {args.threads} t  A {np.median(times[0]) * 1e3:8.3f} ms  "
               f"B {np.median(times[1]) * 1e3:8.3f} ms  B/A {ratios[n // 2]:.3f} "
               f"[{ratios[n // 4]:.3f}, {ratios[3 * n // 4]:.3f}]  forms {forms}", flush=True)
