@@ -15,10 +15,11 @@ worth comparing.
 
 Both sides share one workspace buffer, and each round places it at another offset from a
 page boundary (the same for A and B in that round; `--ws-offset` fixes one): a kernel's
-time can depend on where its scratch lies against its arrays modulo 4 KiB (loads and
-stores 4 KiB apart look alike to the CPU's store buffer), by up to 1.8x on the 2-vCPU
-Cascade Lake (17 x 17 k3s1p1 float32), so a build that only moved the scratch would
-otherwise seem faster or slower by where its allocation happened to fall.
+time can depend on where in a page its scratch lies (1.5-2x at one offset in 32 for
+17 x 17 k3s1p1 float32 on the 2-vCPU Cascade Lake, the same offset wherever the arrays,
+the kernel object and the stack lay: presumably stores to the scratch that alias, modulo
+4 KiB, loads from the process's fixed data), so a build whose scratch fell there, or
+whose arrays fell elsewhere, would otherwise seem slower or faster for it.
 
 SPEC is ``avg:NxCxHxW:k,s,p:DTYPE[:nhwc]`` (average pooling, count_include_pad) or
 ``max:NxCxHxW:Ho,Wo:DTYPE[:nhwc]`` (adaptive max pooling, float32 forward for the indices),
