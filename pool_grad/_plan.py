@@ -51,27 +51,43 @@ MIN_ITEM_VALUES = 4096
 
 # ---------------------------------------------------------------- shape arithmetic
 
-def avg_output_size(in_size, k, s, p, ceil_mode):
-    """Output length of average pooling along one axis (SPEC section 1.1)."""
-    out = (in_size + 2 * p - k + ((s - 1) if ceil_mode else 0)) // s + 1
+def avg_output_size(in_size, k, s, p, ceil_mode, d=1):
+    """Output length of a pooling along one axis (SPEC sections 1.1 and 6.4; d: the
+    dilation, 1 for average pooling)."""
+    out = (in_size + 2 * p - d * (k - 1) - 1 + ((s - 1) if ceil_mode else 0)) // s + 1
     if ceil_mode and (out - 1) * s >= in_size + p:
         out -= 1
     return out
 
 
-def avg_output_sizes(in_hw, k, s, p, ceil_mode):
-    """(H_out, W_out) of average pooling, checked to be >= 1 where the input is not empty."""
+def avg_output_sizes(in_sizes, k, s, p, ceil_mode, dilation=None):
+    """The output size of a pooling over the last len(in_sizes) axes (H, W or D, H, W),
+    checked to be >= 1 where the input is not empty."""
+    n = len(in_sizes)
+    dil = dilation or (1,) * n
     outs = []
-    for axis in range(2):
-        out = avg_output_size(in_hw[axis], k[axis], s[axis], p[axis], ceil_mode)
-        if in_hw[axis] == 0:
+    for axis in range(n):
+        out = avg_output_size(in_sizes[axis], k[axis], s[axis], p[axis], ceil_mode,
+                              dil[axis])
+        if in_sizes[axis] == 0:
             out = max(out, 0)  # zero-size input: nothing to pool, no size rule
         elif out < 1:
+            more = f", dilation {dil[axis]}" if dilation else ""
             raise invalid("kernel_size", f"gives an output size < 1 along "
-                          f"{'HW'[axis]} (input {in_hw[axis]}, kernel {k[axis]}, "
-                          f"stride {s[axis]}, padding {p[axis]})", out)
+                          f"{'DHW'[3 - n + axis]} (input {in_sizes[axis]}, kernel {k[axis]}, "
+                          f"stride {s[axis]}, padding {p[axis]}{more})", out)
         outs.append(out)
     return tuple(outs)
+
+
+def max_windows(in_size, out, k, s, p, d):
+    """Max pooling's windows along one axis, as PyTorch walks them: [start, end) in steps
+    of the dilation d, start moved past the padding by whole steps."""
+    o = np.arange(out, dtype=np.int64)
+    start = o * s - p
+    end = np.minimum(start + (k - 1) * d + 1, in_size)
+    start = np.where(start < 0, start + (-start + d - 1) // d * d, start)
+    return start, end
 
 
 def avg_windows(in_size, out, k, s, p, count_include_pad):
@@ -548,6 +564,27 @@ def to6(arr, n_spatial):
     return arr[..., None]
 
 
+def merge_depth(*arrays6):
+    """(N, C, 1, D*H, W, L) views of (N, C, D, H, W, L) views whose D and H axes merge into
+    one axis of rows (all of them, or none: they are returned as they are).  The
+    max-pool scatter walks a volume's rows as one plane of flat positions; where they do
+    not merge, its kernel steps over D itself."""
+    merged = []
+    for a in arrays6:
+        n, c, d, h, w, lanes = a.shape
+        st = a.strides
+        if d == 1:
+            merged.append(a)
+            continue
+        if h != 1 and st[2] != h * st[3]:
+            return arrays6
+        merged.append(np.lib.stride_tricks.as_strided(
+            a, (n, c, 1, d * h, w, lanes), st[:2] + (d * h * st[3] if h != 1 else d * st[2],
+                                                     st[3] if h != 1 else st[2]) + st[4:],
+            writeable=a.flags.writeable))
+    return tuple(merged)
+
+
 def channels_last(arr6):
     """True when C is the innermost axis in memory (NHWC / NDHWC), so the kernels should
     walk C as their contiguous lane axis."""
@@ -811,7 +848,7 @@ def disjoint_windows(spec):
     """Whether every input index lies in at most one window along H and along W (kernel <=
     stride, adaptive sizes that divide): each grad_input value is then one product."""
     windows = _AXES[spec[0]](*spec[1:])[0]
-    sizes = spec[1][-2:] if spec[0] == "adaptive3d" else tuple(spec[1])
+    sizes = spec[1][-2:]
     for (start, end), size in zip(windows[1:], sizes):
         lo, hi = cover(start, end, size)
         if np.any(hi - lo > 1):
@@ -961,20 +998,23 @@ def scatter_blocks(H, row_len, planes, n_cpu, Ho=0):
 
 # ---------------------------------------------------------------- cached geometry
 
-def avg2d_axes(in_hw, outs, k, s, p, count_include_pad, override):
-    """Per-axis (D, H, W) windows and weights of average pooling; D is trivial, and a
-    divisor_override becomes a single factor on it."""
-    hs, he, hf = avg_windows(in_hw[0], outs[0], k[0], s[0], p[0], count_include_pad)
-    ws, we, wf = avg_windows(in_hw[1], outs[1], k[1], s[1], p[1], count_include_pad)
-    one = (np.zeros(1, np.int64), np.ones(1, np.int64))
+def avg_axes(in_dhw, outs, k, s, p, count_include_pad, override):
+    """Per-axis (D, H, W) windows and weights of average pooling (a 2-D pooling has a
+    D axis of kernel 1 over one row); a divisor_override becomes a factor on D alone."""
+    windows, factors = [], []
+    for axis in range(3):
+        st, en, f = avg_windows(in_dhw[axis], outs[axis], k[axis], s[axis], p[axis],
+                                count_include_pad)
+        windows.append((st, en))
+        factors.append(f)
     if override:
-        weights = (np.array([1.0 / override]), np.ones(outs[0]), np.ones(outs[1]))
+        weights = (np.full(outs[0], 1.0 / override), np.ones(outs[1]), np.ones(outs[2]))
     else:
-        weights = (np.ones(1), 1.0 / hf, 1.0 / wf)
-    return [one, (hs, he), (ws, we)], weights, not override, s[1]
+        weights = tuple(1.0 / f for f in factors)
+    return windows, weights, not override, s[2]
 
 
-def adaptive3d_axes(in_dhw, out_dhw):
+def adaptive_axes(in_dhw, out_dhw):
     """Per-axis windows and weights (1 / window length) of adaptive average pooling."""
     windows, weights = [], []
     for size, out in zip(in_dhw, out_dhw):
@@ -985,7 +1025,9 @@ def adaptive3d_axes(in_dhw, out_dhw):
     return windows, weights, True, (w_in // w_out if w_in % w_out == 0 else None)
 
 
-_AXES = {"avg2d": avg2d_axes, "adaptive3d": adaptive3d_axes}
+# spec: ("avg", in_dhw, out_dhw, k, s, p, count_include_pad, divisor_override) or
+# ("adaptive", in_dhw, out_dhw), every size and parameter for (D, H, W)
+_AXES = {"avg": avg_axes, "adaptive": adaptive_axes}
 
 
 @functools.lru_cache(maxsize=256)
@@ -994,7 +1036,7 @@ def constant_planes(spec):
     in exactly one window on each axis (global pooling): then all of a D row's grad_input
     values are one number and the kernel fills instead of gathering."""
     windows = _AXES[spec[0]](*spec[1:])[0]
-    sizes = spec[1][-3:] if spec[0] == "adaptive3d" else (1,) + tuple(spec[1])
+    sizes = spec[1]
     if len(windows[1][0]) != 1 or len(windows[2][0]) != 1:
         return False
     for (start, end), size in zip(windows, sizes):

@@ -179,10 +179,12 @@ def int_param(v, name):
 
 
 def int_tuple(value, name, lengths, empty=None):
-    """An int or a sequence of ints of an allowed length, as a tuple of that length."""
+    """An int or a sequence of ints of an allowed length, as a tuple of the longest
+    allowed length (one value repeated on every axis)."""
+    n = max(lengths)
     if _is_int(value):
         value = int_param(value, name)
-        return (value, value)
+        return (value,) * n
     if isinstance(value, np.ndarray) and value.ndim == 1:
         value = value.tolist()
     if not isinstance(value, (list, tuple, range)):
@@ -196,7 +198,7 @@ def int_tuple(value, name, lengths, empty=None):
         want = " or ".join(str(n) for n in lengths)
         raise invalid(name, f"must have length {want}", f"length {len(items)}: {items!r}")
     vals = tuple(int_param(v, name) for v in items)
-    return vals * 2 if len(vals) == 1 else vals
+    return vals * n if len(vals) == 1 else vals
 
 
 def flag(value, name):
@@ -213,15 +215,17 @@ def n_c_match(shape, x_shape_, n_spatial, name, x_name="x"):
                       f"{x_shape_[:lead]}", shape[:lead])
 
 
-def avg_params(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override):
-    """Normalised (kernel, stride, padding) pairs, flags and divisor of average pooling."""
+def window_params(kernel_size, stride, padding, n):
+    """Normalised (kernel, stride, padding) of a pooling over n = 2 or 3 axes: each an int
+    or of length 1 or n (stride also None or empty: the kernel), kernel > 0, stride > 0,
+    0 <= padding <= kernel/2."""
     not_none(kernel_size, "kernel_size")
     not_none(padding, "padding")
-    k = int_tuple(kernel_size, "kernel_size", (1, 2))
-    s = int_tuple(k if stride is None else stride, "stride", (1, 2), empty=k)
-    p = int_tuple(padding, "padding", (1, 2))
+    k = int_tuple(kernel_size, "kernel_size", (1, n))
+    s = int_tuple(k if stride is None else stride, "stride", (1, n), empty=k)
+    p = int_tuple(padding, "padding", (1, n))
     for axis, (kk, ss, pp) in enumerate(zip(k, s, p)):
-        ax = "HW"[axis]
+        ax = "DHW"[3 - n + axis]
         if kk <= 0:
             raise invalid("kernel_size", f"must be > 0 (k{ax})", k)
         if ss <= 0:
@@ -231,8 +235,33 @@ def avg_params(kernel_size, stride, padding, ceil_mode, count_include_pad, divis
         if 2 * pp > kk:
             raise invalid("padding", f"must be at most half the kernel "
                           f"(p{ax} <= k{ax}/2 = {kk / 2:g})", p)
+    return k, s, p
+
+
+def avg_params(kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override,
+               n=2):
+    """Normalised (kernel, stride, padding) tuples, flags and divisor of average pooling
+    over n axes."""
+    k, s, p = window_params(kernel_size, stride, padding, n)
     ceil_mode = flag(ceil_mode, "ceil_mode")
     count_include_pad = flag(count_include_pad, "count_include_pad")
     override = 0 if divisor_override is None else int_param(divisor_override,
                                                             "divisor_override")
     return k, s, p, ceil_mode, count_include_pad, override
+
+
+def max_params(kernel_size, stride, padding, dilation, ceil_mode, n, unit_dilation=False):
+    """Normalised (kernel, stride, padding, dilation) tuples and ceil_mode of max pooling
+    over n axes; dilation an int or of length 1 or n, each >= 1 (all 1 with
+    unit_dilation: MaxPool3dWithArgmax supports no other)."""
+    k, s, p = window_params(kernel_size, stride, padding, n)
+    not_none(dilation, "dilation")
+    d = int_tuple(dilation, "dilation", (1, n))
+    for axis, dd in enumerate(d):
+        ax = "DHW"[3 - n + axis]
+        if dd < 1:
+            raise invalid("dilation", f"must be >= 1 (d{ax})", d)
+        if unit_dilation and dd != 1:
+            raise invalid("dilation", f"must be 1 on every axis (d{ax}; the operator "
+                          "supports no other)", d)
+    return k, s, p, d, flag(ceil_mode, "ceil_mode")

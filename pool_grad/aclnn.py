@@ -18,12 +18,19 @@ stream argument is None (run now) or a `pool_grad.Stream`.
 0.0625
 """
 from ._errors import ACLNN_SUCCESS, invalid
-from .ops import AdaptiveAvgPool3dBackward, AdaptiveMaxPool2dBackward, AvgPool2dBackward
+from .ops import (AdaptiveAvgPool2dBackward, AdaptiveAvgPool3dBackward,
+                  AdaptiveMaxPool2dBackward, AdaptiveMaxPool3dBackward, AvgPool2dBackward,
+                  AvgPool3dBackward, MaxPool2dWithIndicesBackward, MaxPool3dWithArgmaxBackward)
 
 __all__ = [
     "aclnnAvgPool2dBackwardGetWorkspaceSize", "aclnnAvgPool2dBackward",
+    "aclnnAvgPool3dBackwardGetWorkspaceSize", "aclnnAvgPool3dBackward",
+    "aclnnAdaptiveAvgPool2dBackwardGetWorkspaceSize", "aclnnAdaptiveAvgPool2dBackward",
     "aclnnAdaptiveAvgPool3dBackwardGetWorkspaceSize", "aclnnAdaptiveAvgPool3dBackward",
     "aclnnAdaptiveMaxPool2dBackwardGetWorkspaceSize", "aclnnAdaptiveMaxPool2dBackward",
+    "aclnnAdaptiveMaxPool3dBackwardGetWorkspaceSize", "aclnnAdaptiveMaxPool3dBackward",
+    "aclnnMaxPool2dWithIndicesBackwardGetWorkspaceSize", "aclnnMaxPool2dWithIndicesBackward",
+    "aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize", "aclnnMaxPool3dWithArgmaxBackward",
 ]
 
 
@@ -78,3 +85,75 @@ def aclnnAdaptiveMaxPool2dBackward(workspace, workspaceSize, executor, stream):
     """Run the executor into its gradInput (an index outside its plane raises
     ParamInvalidError, 161002, and writes nothing); returns ACLNN_SUCCESS (0)."""
     return _launch(AdaptiveMaxPool2dBackward, workspace, workspaceSize, executor, stream)
+
+
+def aclnnAvgPool3dBackwardGetWorkspaceSize(gradOutput, self, kernelSize, stride, padding,
+                                           ceilMode, countIncludePad, divisorOverride,
+                                           output):
+    """Validate and plan (`AvgPool3dBackward`'s arguments, C order and names); returns
+    ``(workspace_size, executor)``."""
+    op = AvgPool3dBackward(gradOutput, self, kernelSize, stride, padding, ceilMode,
+                           countIncludePad, divisorOverride, output)
+    return op.workspace_size, op
+
+
+def aclnnAvgPool3dBackward(workspace, workspaceSize, executor, stream):
+    """Run the executor into its output; returns ACLNN_SUCCESS (0)."""
+    return _launch(AvgPool3dBackward, workspace, workspaceSize, executor, stream)
+
+
+def aclnnAdaptiveAvgPool2dBackwardGetWorkspaceSize(gradOutput, self, out):
+    """Validate and plan (`AdaptiveAvgPool2dBackward`'s arguments); returns
+    ``(workspace_size, executor)``."""
+    op = AdaptiveAvgPool2dBackward(gradOutput, self, out)
+    return op.workspace_size, op
+
+
+def aclnnAdaptiveAvgPool2dBackward(workspace, workspaceSize, executor, stream):
+    """Run the executor into its out; returns ACLNN_SUCCESS (0)."""
+    return _launch(AdaptiveAvgPool2dBackward, workspace, workspaceSize, executor, stream)
+
+
+def aclnnAdaptiveMaxPool3dBackwardGetWorkspaceSize(gradOutput, self, indices, gradInput):
+    """Validate and plan (`AdaptiveMaxPool3dBackward`'s arguments); returns
+    ``(workspace_size, executor)``."""
+    op = AdaptiveMaxPool3dBackward(gradOutput, self, indices, gradInput)
+    return op.workspace_size, op
+
+
+def aclnnAdaptiveMaxPool3dBackward(workspace, workspaceSize, executor, stream):
+    """Run the executor into its gradInput (an index outside its volume raises
+    ParamInvalidError, 161002, and writes nothing); returns ACLNN_SUCCESS (0)."""
+    return _launch(AdaptiveMaxPool3dBackward, workspace, workspaceSize, executor, stream)
+
+
+def aclnnMaxPool2dWithIndicesBackwardGetWorkspaceSize(gradOutput, self, indices, kernelSize,
+                                                      stride, padding, dilation, ceilMode,
+                                                      gradInput):
+    """Validate and plan (`MaxPool2dWithIndicesBackward`'s arguments); returns
+    ``(workspace_size, executor)``."""
+    op = MaxPool2dWithIndicesBackward(gradOutput, self, indices, kernelSize, stride, padding,
+                                      dilation, ceilMode, gradInput)
+    return op.workspace_size, op
+
+
+def aclnnMaxPool2dWithIndicesBackward(workspace, workspaceSize, executor, stream):
+    """Run the executor into its gradInput (an index outside its plane raises
+    ParamInvalidError, 161002, and writes nothing); returns ACLNN_SUCCESS (0)."""
+    return _launch(MaxPool2dWithIndicesBackward, workspace, workspaceSize, executor, stream)
+
+
+def aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(gradOutput, self, indices, kernelSize,
+                                                     stride, padding, dilation, ceilMode,
+                                                     gradInput):
+    """Validate and plan (`MaxPool3dWithArgmaxBackward`'s arguments); returns
+    ``(workspace_size, executor)``."""
+    op = MaxPool3dWithArgmaxBackward(gradOutput, self, indices, kernelSize, stride, padding,
+                                     dilation, ceilMode, gradInput)
+    return op.workspace_size, op
+
+
+def aclnnMaxPool3dWithArgmaxBackward(workspace, workspaceSize, executor, stream):
+    """Run the executor into its gradInput (an index outside its volume raises
+    ParamInvalidError, 161002, and writes nothing); returns ACLNN_SUCCESS (0)."""
+    return _launch(MaxPool3dWithArgmaxBackward, workspace, workspaceSize, executor, stream)

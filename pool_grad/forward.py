@@ -1,5 +1,6 @@
 """Forward companions with PyTorch's CPU semantics, so that the package is self-contained:
-the max-pool gradient needs the forward's indices, and tests need forwards without torch."""
+the max-pool gradients need the forward's indices, and tests need forwards without torch.
+Every forward pools over (D, H, W) with one kernel per kind (a 2-D pooling has D = 1)."""
 import numpy as np
 
 from . import _kernels, _plan, _threads
@@ -36,6 +37,7 @@ def _sizes(output_size, in_sizes):
 
 
 def _run(kernel, x, out_shape, n_spatial, tables, extra):
+    """Run a forward kernel into a new C-contiguous output of out_shape."""
     y = np.empty(out_shape, x.dtype)
     x6 = _plan.to6(_plan.storage_view(x), n_spatial)
     y6 = _plan.to6(_plan.storage_view(y), n_spatial)
@@ -43,6 +45,27 @@ def _run(kernel, x, out_shape, n_spatial, tables, extra):
                            x6.shape[0] * x6.shape[1])
     kernel(x6, y6, _plan.KINDS[x.dtype], tables, extra, nt)
     return y
+
+
+def _avg_pool(x, n, kernel_size, stride, padding, ceil_mode, count_include_pad,
+              divisor_override):
+    x = _input(x, (n + 1, n + 2), no_zero=False)
+    k, s, p, ceil_mode, count_include_pad, override = v.avg_params(
+        kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, n)
+    outs = _plan.avg_output_sizes(x.shape[-n:], k, s, p, ceil_mode)
+    wins = [_plan.avg_windows(*a, count_include_pad)
+            for a in zip(x.shape[-n:], outs, k, s, p)]
+    acc = np.float64 if x.dtype == np.float64 else np.float32
+    if override:
+        div = np.full(int(np.prod(outs)), override, acc)
+    else:
+        div = wins[0][2].astype(acc)
+        for w in wins[1:]:
+            div = np.multiply.outer(div, w[2]).astype(acc)
+        div = np.ascontiguousarray(div, acc).ravel()
+    tables = (np.zeros(1, np.int64), np.ones(1, np.int64)) * (3 - n) + tuple(
+        t for w in wins for t in w[:2])
+    return _run(_kernels.avg_forward, x, x.shape[:-n] + outs, n, tables, div)
 
 
 def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
@@ -70,19 +93,80 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
     [[ 2.5  4.5]
      [10.5 12.5]]
     """
-    x = _input(x, (3, 4), no_zero=False)
-    k, s, p, ceil_mode, count_include_pad, override = v.avg_params(
-        kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-    outs = _plan.avg_output_sizes(x.shape[-2:], k, s, p, ceil_mode)
-    hs, he, hf = _plan.avg_windows(x.shape[-2], outs[0], k[0], s[0], p[0], count_include_pad)
-    ws, we, wf = _plan.avg_windows(x.shape[-1], outs[1], k[1], s[1], p[1], count_include_pad)
+    return _avg_pool(x, 2, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override)
+
+
+def avg_pool3d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=0):
+    """3-D average pooling of a (C, D, H, W) or (N, C, D, H, W) array (PyTorch's
+    avg_pool3d).
+
+    Parameters
+    ----------
+    x : array_like
+        float32, float64, float16 or ``ml_dtypes.bfloat16``, any strides.
+    kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+        As in `avg_pool3d_backward`, with the same rules.
+
+    Returns
+    -------
+    ndarray
+        x's dtype, shape ``x.shape[:-3] + (D_out, H_out, W_out)``, C-contiguous.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> x = np.arange(8, dtype=np.float32).reshape(1, 1, 2, 2, 2)
+    >>> print(pg.avg_pool3d(x, 2).ravel())
+    [3.5]
+    """
+    return _avg_pool(x, 3, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                     divisor_override)
+
+
+def _adaptive_avg(x, n, output_size):
+    x = _input(x, (n + 1, n + 2), no_zero=True)
+    outs = _sizes(output_size, x.shape[-n:])
+    wins = [_plan.adaptive_windows(i, o) for i, o in zip(x.shape[-n:], outs)]
     acc = np.float64 if x.dtype == np.float64 else np.float32
-    if override:
-        div = np.full(outs[0] * outs[1], override, acc)
-    else:
-        div = np.multiply.outer(hf, wf).astype(acc).ravel()
-    tables = (np.zeros(1, np.int64), np.ones(1, np.int64), hs, he, ws, we)
-    return _run(_kernels.avg_forward, x, x.shape[:-2] + outs, 2, tables, div)
+    div = wins[0][2].astype(acc)
+    for w in wins[1:]:
+        div = np.multiply.outer(div, w[2].astype(acc))
+    div = np.ascontiguousarray(div, acc).ravel()
+    tables = (np.zeros(1, np.int64), np.ones(1, np.int64)) * (3 - n) + tuple(
+        t for w in wins for t in w[:2])
+    return _run(_kernels.avg_forward, x, x.shape[:-n] + outs, n, tables, div)
+
+
+def adaptive_avg_pool2d(x, output_size):
+    """2-D adaptive average pooling of a (C, H, W) or (N, C, H, W) array (PyTorch's
+    adaptive_avg_pool2d).
+
+    Parameters
+    ----------
+    x : array_like
+        float32, float64, float16 or ``ml_dtypes.bfloat16``, any strides, no dimension 0.
+    output_size : int or sequence of 2 ints or None
+        (H_out, W_out), each >= 1; an int for both; None keeps that axis.
+
+    Returns
+    -------
+    ndarray
+        x's dtype, shape ``x.shape[:-2] + output_size``, C-contiguous.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> x = np.arange(8, dtype=np.float32).reshape(1, 4, 2)
+    >>> print(pg.adaptive_avg_pool2d(x, (3, 1))[0])
+    [[1.5]
+     [3.5]
+     [5.5]]
+    """
+    return _adaptive_avg(x, 2, output_size)
 
 
 def adaptive_avg_pool3d(x, output_size):
@@ -109,14 +193,33 @@ def adaptive_avg_pool3d(x, output_size):
     >>> print(pg.adaptive_avg_pool3d(x, (1, 1, 2))[0, 0, 0])
     [3. 4.]
     """
-    x = _input(x, (4, 5), no_zero=True)
-    outs = _sizes(output_size, x.shape[-3:])
-    wins = [_plan.adaptive_windows(n, o) for n, o in zip(x.shape[-3:], outs)]
-    acc = np.float64 if x.dtype == np.float64 else np.float32
-    f = [w[2].astype(acc) for w in wins]
-    div = (f[0][:, None, None] * f[1][None, :, None] * f[2][None, None, :]).ravel()
-    tables = tuple(t for w in wins for t in w[:2])
-    return _run(_kernels.avg_forward, x, x.shape[:-3] + outs, 3, tables, div)
+    return _adaptive_avg(x, 3, output_size)
+
+
+def _max_run(x, n, outs, wins, steps):
+    """Window maxima and their flat positions in each (n, c) volume (int64)."""
+    tables = (np.zeros(1, np.int64), np.ones(1, np.int64)) * (3 - n) + tuple(
+        t for w in wins for t in w[:2]) + ((1,) * (3 - n) + tuple(steps),)
+    shape = x.shape[:-n] + outs
+    ind = np.empty(shape, np.int64)
+    planes = int(np.prod(shape[:-n]))
+    y = _run(_kernels.max_forward, x, shape, n, tables,
+             ind.reshape(planes, int(np.prod(outs))))
+    return y, ind
+
+
+def _adaptive_max(x, n, output_size, return_indices):
+    x = _input(x, (n + 1, n + 2), no_zero=False)
+    if 0 in x.shape[-n:]:
+        raise invalid("x", "must have non-zero spatial sizes", x.shape)
+    outs = _sizes(output_size, x.shape[-n:])
+    wins = [_plan.adaptive_windows(i, o) for i, o in zip(x.shape[-n:], outs)]
+    y, ind = _max_run(x, n, outs, wins, (1,) * n)
+    return (y, ind) if _flag(return_indices) else y
+
+
+def _flag(value):
+    return v.flag(value, "return_indices")
 
 
 def adaptive_max_pool2d(x, output_size, return_indices=False):
@@ -153,15 +256,120 @@ def adaptive_max_pool2d(x, output_size, return_indices=False):
     [[ 5  7]
      [13 15]]
     """
-    x = _input(x, (3, 4), no_zero=False)
-    if 0 in x.shape[-2:]:
-        raise invalid("x", "must have non-zero H and W", x.shape)
-    outs = _sizes(output_size, x.shape[-2:])
-    wins = [_plan.adaptive_windows(n, o) for n, o in zip(x.shape[-2:], outs)]
-    tables = (np.zeros(1, np.int64), np.ones(1, np.int64)) + tuple(
-        t for w in wins for t in w[:2])
-    shape = x.shape[:-2] + outs
-    ind = np.empty(shape, np.int64)
-    planes = int(np.prod(shape[:-2]))
-    y = _run(_kernels.max_forward, x, shape, 2, tables, ind.reshape(planes, -1))
-    return (y, ind) if return_indices else y
+    return _adaptive_max(x, 2, output_size, return_indices)
+
+
+def adaptive_max_pool3d(x, output_size, return_indices=False):
+    """3-D adaptive max pooling of a (C, D, H, W) or (N, C, D, H, W) array (PyTorch's
+    adaptive_max_pool3d).
+
+    Parameters
+    ----------
+    x : array_like
+        float32, float64, float16 or ``ml_dtypes.bfloat16``, any strides, D, H and W >= 1.
+    output_size : int or sequence of 3 ints or None
+        (D_out, H_out, W_out), each >= 1; an int for all three; None keeps that axis.
+    return_indices : bool, default False
+        Also return the int64 flat positions ``(d*H + h)*W + w`` of the maxima in their
+        volumes, as `adaptive_max_pool3d_backward` takes them (NaN counts as the
+        maximum; ties go to the first in row-major order).
+
+    Returns
+    -------
+    y : ndarray
+        x's dtype, shape ``x.shape[:-3] + output_size``, C-contiguous.
+    indices : ndarray of int64
+        y's shape; only with ``return_indices``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> x = np.arange(8, dtype=np.float32).reshape(1, 1, 2, 2, 2)
+    >>> y, idx = pg.adaptive_max_pool3d(x, 1, return_indices=True)
+    >>> print(y.ravel(), idx.ravel())
+    [7.] [7]
+    """
+    return _adaptive_max(x, 3, output_size, return_indices)
+
+
+def _max_pool(x, n, kernel_size, stride, padding, dilation, ceil_mode, return_indices):
+    x = _input(x, (n + 1, n + 2), no_zero=False)
+    if 0 in x.shape[-n - 1:]:
+        raise invalid("x", "must have non-zero C and spatial sizes (N may be 0)", x.shape)
+    k, s, p, d, ceil_mode = v.max_params(kernel_size, stride, padding, dilation, ceil_mode,
+                                         n)
+    outs = _plan.avg_output_sizes(x.shape[-n:], k, s, p, ceil_mode, d)
+    wins = [_plan.max_windows(*a) for a in zip(x.shape[-n:], outs, k, s, p, d)]
+    y, ind = _max_run(x, n, outs, wins, d)
+    return (y, ind) if _flag(return_indices) else y
+
+
+def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """2-D max pooling of a (C, H, W) or (N, C, H, W) array (PyTorch's max_pool2d).
+
+    Parameters
+    ----------
+    x : array_like
+        float32, float64, float16 or ``ml_dtypes.bfloat16``, any strides; C, H, W >= 1.
+    kernel_size, stride, padding, dilation, ceil_mode
+        As in `max_pool2d_with_indices_backward`, with the same rules.
+    return_indices : bool, default False
+        Also return the int64 flat positions ``h*W + w`` of the maxima in their planes,
+        as `max_pool2d_with_indices_backward` takes them.  NaN counts as the maximum;
+        ties go to the first position the window visits.
+
+    Returns
+    -------
+    y : ndarray
+        x's dtype, shape ``x.shape[:-2] + (H_out, W_out)``, C-contiguous.
+    indices : ndarray of int64
+        y's shape; only with ``return_indices``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> x = np.arange(12, dtype=np.float32).reshape(1, 1, 4, 3)
+    >>> y, idx = pg.max_pool2d(x, 2, return_indices=True)
+    >>> print(y[0, 0].ravel(), idx[0, 0].ravel())
+    [ 4. 10.] [ 4 10]
+    """
+    return _max_pool(x, 2, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices)
+
+
+def max_pool3d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """3-D max pooling of a (C, D, H, W) or (N, C, D, H, W) array (PyTorch's max_pool3d).
+
+    Parameters
+    ----------
+    x : array_like
+        float32, float64, float16 or ``ml_dtypes.bfloat16``, any strides; C, D, H, W >= 1.
+    kernel_size, stride, padding, dilation, ceil_mode
+        As in `max_pool3d_with_argmax_backward`, except that the forward, like PyTorch's,
+        also takes a dilation above 1 (whose indices that backward refuses).
+    return_indices : bool, default False
+        Also return the int64 flat positions ``(d*H + h)*W + w`` of the maxima in their
+        volumes, as `max_pool3d_with_argmax_backward` takes them.
+
+    Returns
+    -------
+    y : ndarray
+        x's dtype, shape ``x.shape[:-3] + (D_out, H_out, W_out)``, C-contiguous.
+    indices : ndarray of int64
+        y's shape; only with ``return_indices``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> x = np.arange(8, dtype=np.float32).reshape(1, 1, 2, 2, 2)
+    >>> y, idx = pg.max_pool3d(x, 2, return_indices=True)
+    >>> print(y.ravel(), idx.ravel())
+    [7.] [7]
+    """
+    return _max_pool(x, 3, kernel_size, stride, padding, dilation, ceil_mode,
+                     return_indices)

@@ -12,7 +12,9 @@ import numpy as np
 from . import _threads
 from ._errors import ParamInvalidError
 from . import _validate as v
-from .ops import AdaptiveAvgPool3dBackward, AdaptiveMaxPool2dBackward, AvgPool2dBackward
+from .ops import (AdaptiveAvgPool2dBackward, AdaptiveAvgPool3dBackward,
+                  AdaptiveMaxPool2dBackward, AdaptiveMaxPool3dBackward, AvgPool2dBackward,
+                  AvgPool3dBackward, MaxPool2dWithIndicesBackward, MaxPool3dWithArgmaxBackward)
 
 _ndarray = np.ndarray
 _CACHE_SIZE = 256
@@ -374,4 +376,350 @@ def adaptive_max_pool2d_backward(grad_output, x, indices, *, out=None, n_threads
 
     def make_op(go, gi):
         return AdaptiveMaxPool2dBackward(go, x, indices, gi)
+    return _call(key, make_op, grad_output, x, indices, out, n_threads)
+
+
+def avg_pool3d_backward(grad_output, x, kernel_size, stride=None, padding=0, *,
+                        ceil_mode=False, count_include_pad=True, divisor_override=0,
+                        out=None, n_threads=None):
+    """Gradient of 3-D average pooling with respect to its input (aclnnAvgPool3dBackward).
+
+    Parameters
+    ----------
+    grad_output : array_like, shape (N, C, D_out, H_out, W_out) or (C, D_out, H_out, W_out)
+        Gradient of the pooled output: float32, float64, float16 or ``ml_dtypes.bfloat16``,
+        any strides.  (D_out, H_out, W_out) must be the forward's output size.
+    x : ndarray or tuple of int
+        The forward input ("self"), or its shape, (N, C, D, H, W) or (C, D, H, W).  Only
+        its shape and dtype are used.
+    kernel_size : int or sequence of 1 or 3 ints
+        The window (kD, kH, kW), each > 0.
+    stride : int, sequence of 0, 1 or 3 ints, or None, default None
+        The windows' step, each > 0.  None or ``()``: the kernel size.
+    padding : int or sequence of 1 or 3 ints, default 0
+        Implicit zeros on both sides, each >= 0 and at most half the kernel on its axis.
+    ceil_mode, count_include_pad, divisor_override
+        As in `avg_pool2d_backward`.
+    out : ndarray, optional
+        Receives the result: x's shape, grad_output's dtype, writeable, any strides, not
+        overlapping grad_output.
+    n_threads : int, optional
+        The most OpenMP threads to use (None: the library default); the result is bitwise
+        the same for every thread count.
+
+    Returns
+    -------
+    grad_input : ndarray
+        x's shape, grad_output's dtype: ``out`` when given, else a new C-contiguous array.
+
+    Raises
+    ------
+    ParamNullptrError
+        Code 161001: grad_output, x, kernel_size or padding is None.
+    ParamInvalidError
+        Code 161002 for any broken rule; the message names the argument, the rule and the
+        value.
+
+    See Also
+    --------
+    AvgPool3dBackward : the two-phase object.
+    avg_pool3d : the forward pass.
+
+    Notes
+    -----
+    `avg_pool2d_backward` over three axes: each grad_output value divided by its window's
+    divisor (the override, else the window's volume before clipping to the input if
+    count_include_pad, else after) is added to every input position of its window.
+
+    Examples
+    --------
+    The operator page's example:
+
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> go = np.ones((1, 16, 1, 1, 1), np.float32)
+    >>> gi = pg.avg_pool3d_backward(go, (1, 16, 4, 4, 4), 4, 1, 0, count_include_pad=False)
+    >>> print(np.unique(gi))
+    [0.015625]
+    """
+    try:
+        key = ("avg3d", _array_key(grad_output), _x_key(x), _out_key(out),
+               _exact(kernel_size), _exact(stride), _exact(padding), _flag(ceil_mode),
+               _flag(count_include_pad), _exact(divisor_override))
+    except (TypeError, AttributeError):
+        key = None
+
+    def make_op(go, gi):
+        return AvgPool3dBackward(go, x, kernel_size, stride, padding, ceil_mode,
+                                 count_include_pad, divisor_override, gi)
+    return _call(key, make_op, grad_output, x, None, out, n_threads)
+
+
+def adaptive_avg_pool2d_backward(grad_output, x, *, out=None, n_threads=None):
+    """Gradient of 2-D adaptive average pooling (aclnnAdaptiveAvgPool2dBackward).
+
+    Parameters
+    ----------
+    grad_output : array_like, shape (N, C, H_out, W_out) or (C, H_out, W_out)
+        Gradient of the pooled output: float32, float64, float16 or ``ml_dtypes.bfloat16``,
+        any strides; any output size >= 1, no dimension 0.
+    x : ndarray or tuple of int
+        The forward input ("self"), or its shape, (N, C, H, W) or (C, H, W), N and C equal
+        to grad_output's, no dimension 0.
+    out : ndarray, optional
+        Receives the result: x's shape, grad_output's dtype, writeable, any strides, not
+        overlapping grad_output.
+    n_threads : int, optional
+        The most OpenMP threads to use (None: the library default).
+
+    Returns
+    -------
+    grad_input : ndarray
+        ``out`` when given, else a new C-contiguous array.
+
+    Raises
+    ------
+    ParamNullptrError
+        Code 161001: grad_output or x is None.
+    ParamInvalidError
+        Code 161002 for any broken rule (an empty array among them).
+
+    See Also
+    --------
+    AdaptiveAvgPool2dBackward : the two-phase object.
+    adaptive_avg_pool2d : the forward pass.
+
+    Notes
+    -----
+    On each axis output index o averages ``[floor(o*in/out), ceil((o+1)*in/out))``.
+
+    Examples
+    --------
+    The operator page's example:
+
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> go = np.arange(1, 7, dtype=np.float32).reshape(1, 1, 3, 2)
+    >>> print(pg.adaptive_avg_pool2d_backward(go, (1, 1, 4, 2))[0, 0])
+    [[0.5 1. ]
+     [2.  3. ]
+     [4.  5. ]
+     [2.5 3. ]]
+    """
+    try:
+        key = ("adaptive2d", _array_key(grad_output), _x_key(x), _out_key(out))
+    except (TypeError, AttributeError):
+        key = None
+
+    def make_op(go, gi):
+        return AdaptiveAvgPool2dBackward(go, x, gi)
+    return _call(key, make_op, grad_output, x, None, out, n_threads)
+
+
+def adaptive_max_pool3d_backward(grad_output, x, indices, *, out=None, n_threads=None):
+    """Gradient of 3-D adaptive max pooling: grad_output scattered to the forward's
+    argmax ``indices`` (aclnnAdaptiveMaxPool3dBackward).
+
+    Parameters
+    ----------
+    grad_output : array_like, shape (N, C, D_out, H_out, W_out) or (C, D_out, H_out, W_out)
+        float32, float64, float16 or ``ml_dtypes.bfloat16``, any strides.
+    x : ndarray or tuple of int
+        The forward input, or its shape, (N, C, D, H, W) or (C, D, H, W); D*H*W at most
+        2**31 - 1.
+    indices : array_like of int32 or int64, grad_output's shape
+        The flat position ``(d*H + h)*W + w`` of each output's maximum in its own (n, c)
+        volume, as `adaptive_max_pool3d` returns it; each in ``[0, D*H*W)``.
+    out : ndarray, optional
+        Receives the result (left unchanged when an index is out of range).
+    n_threads : int, optional
+        The most OpenMP threads to use (None: the library default).
+
+    Returns
+    -------
+    grad_input : ndarray
+        Zero except at the positions the indices name, which hold the sum of their
+        grad_output values.
+
+    Raises
+    ------
+    ParamNullptrError
+        Code 161001: grad_output, x or indices is None.
+    ParamInvalidError
+        Code 161002 for any broken rule, an index outside its volume among them.
+
+    See Also
+    --------
+    AdaptiveMaxPool3dBackward : the two-phase object.
+    adaptive_max_pool3d : the forward pass, which returns the indices.
+
+    Examples
+    --------
+    The operator page's example:
+
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> go = np.full((1, 1, 1, 1, 1), 0.4757, np.float32)
+    >>> idx = np.full((1, 1, 1, 1, 1), 6, np.int32)
+    >>> print(pg.adaptive_max_pool3d_backward(go, (1, 1, 2, 2, 2), idx).ravel())
+    [0.     0.     0.     0.     0.     0.     0.4757 0.    ]
+    """
+    try:
+        key = ("amax3d", _array_key(grad_output), _x_key(x), _array_key(indices),
+               _out_key(out))
+    except (TypeError, AttributeError):
+        key = None
+
+    def make_op(go, gi):
+        return AdaptiveMaxPool3dBackward(go, x, indices, gi)
+    return _call(key, make_op, grad_output, x, indices, out, n_threads)
+
+
+def _max_pool_key(name, grad_output, x, indices, out, kernel_size, stride, padding,
+                  dilation, ceil_mode):
+    try:
+        return (name, _array_key(grad_output), _x_key(x), _array_key(indices),
+                _out_key(out), _exact(kernel_size), _exact(stride), _exact(padding),
+                _exact(dilation), _flag(ceil_mode))
+    except (TypeError, AttributeError):
+        return None
+
+
+def max_pool2d_with_indices_backward(grad_output, x, indices, kernel_size, stride=None,
+                                     padding=0, dilation=1, *, ceil_mode=False, out=None,
+                                     n_threads=None):
+    """Gradient of 2-D max pooling: grad_output scattered to the forward's argmax
+    ``indices`` (aclnnMaxPool2dWithIndicesBackward).
+
+    Parameters
+    ----------
+    grad_output : array_like, shape (N, C, H_out, W_out) or (C, H_out, W_out)
+        float32, float64, float16 or ``ml_dtypes.bfloat16``, any strides; (H_out, W_out)
+        must be the forward's output size for these parameters.
+    x : ndarray or tuple of int
+        The forward input, or its shape, (N, C, H, W) or (C, H, W): C, H and W >= 1 (N
+        may be 0: nothing to do), H*W at most 2**31 - 1.
+    indices : array_like of int32 or int64, grad_output's shape
+        The flat position ``h*W + w`` of each output's maximum in its own plane, as
+        `max_pool2d` returns it; each in ``[0, H*W)`` (one outside its window is
+        accepted, as on the device).
+    kernel_size : int or sequence of 1 or 2 ints
+        Each > 0.
+    stride : int, sequence of 0, 1 or 2 ints, or None, default None
+        Each > 0; None or ``()``: the kernel size.
+    padding : int or sequence of 1 or 2 ints, default 0
+        Each >= 0 and at most kernel // 2 on its axis.
+    dilation : int or sequence of 1 or 2 ints, default 1
+        The step between a window's elements, each >= 1.
+    ceil_mode : bool, default False
+        Round the output size up.
+    out : ndarray, optional
+        Receives the result (left unchanged when an index is out of range).
+    n_threads : int, optional
+        The most OpenMP threads to use (None: the library default).
+
+    Returns
+    -------
+    grad_input : ndarray
+        Zero except at the positions the indices name.
+
+    Raises
+    ------
+    ParamNullptrError
+        Code 161001: grad_output, x, indices, kernel_size, padding or dilation is None.
+    ParamInvalidError
+        Code 161002 for any broken rule, an index outside its plane among them.
+
+    See Also
+    --------
+    MaxPool2dWithIndicesBackward : the two-phase object.
+    max_pool2d : the forward pass, which returns the indices.
+
+    Notes
+    -----
+    The output size on each axis is ``(in + 2*p - dilation*(k - 1) - 1 + (s - 1 if
+    ceil_mode else 0)) // s + 1``, less one with ceil_mode where the last window would
+    start past the input and its left padding.
+
+    Examples
+    --------
+    The operator page's example:
+
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> go = np.array([0.4757, 0.1726], np.float32).reshape(1, 1, 2, 1)
+    >>> idx = np.array([0, 6]).reshape(1, 1, 2, 1)
+    >>> gi = pg.max_pool2d_with_indices_backward(go, (1, 1, 4, 3), idx, 2, 2, 0, 1)
+    >>> print(gi.ravel())
+    [0.4757 0.     0.     0.     0.     0.     0.1726 0.     0.     0.     0.     0.    ]
+    """
+    key = _max_pool_key("max2d_k", grad_output, x, indices, out, kernel_size, stride,
+                        padding, dilation, ceil_mode)
+
+    def make_op(go, gi):
+        return MaxPool2dWithIndicesBackward(go, x, indices, kernel_size, stride, padding,
+                                            dilation, ceil_mode, gi)
+    return _call(key, make_op, grad_output, x, indices, out, n_threads)
+
+
+def max_pool3d_with_argmax_backward(grad_output, x, indices, kernel_size, stride=None,
+                                    padding=0, dilation=1, *, ceil_mode=False, out=None,
+                                    n_threads=None):
+    """Gradient of 3-D max pooling: grad_output scattered to the forward's argmax
+    ``indices`` (aclnnMaxPool3dWithArgmaxBackward).
+
+    Parameters
+    ----------
+    grad_output : array_like, shape (N, C, D_out, H_out, W_out) or (C, D_out, H_out, W_out)
+        float32, float64, float16 or ``ml_dtypes.bfloat16``, any strides; the forward's
+        output size for these parameters.
+    x : ndarray or tuple of int
+        The forward input, or its shape, (N, C, D, H, W) or (C, D, H, W): no dimension 0
+        (the operator supports no empty tensor), D*H*W at most 2**31 - 1.
+    indices : array_like of int32 or int64, grad_output's shape
+        The flat position ``(d*H + h)*W + w`` of each output's maximum in its own volume,
+        as `max_pool3d` returns it; each in ``[0, D*H*W)``.
+    kernel_size, stride, padding, ceil_mode
+        As in `max_pool2d_with_indices_backward`, over three axes (lengths 1 or 3).
+    dilation : int or sequence of 1 or 3 ints, default 1
+        Must be 1 on every axis (the operator supports no other).
+    out : ndarray, optional
+        Receives the result (left unchanged when an index is out of range).
+    n_threads : int, optional
+        The most OpenMP threads to use (None: the library default).
+
+    Returns
+    -------
+    grad_input : ndarray
+        Zero except at the positions the indices name.
+
+    Raises
+    ------
+    ParamNullptrError
+        Code 161001: grad_output, x, indices, kernel_size, padding or dilation is None.
+    ParamInvalidError
+        Code 161002 for any broken rule, an index outside its volume among them.
+
+    See Also
+    --------
+    MaxPool3dWithArgmaxBackward : the two-phase object.
+    max_pool3d : the forward pass, which returns the indices.
+
+    Examples
+    --------
+    The operator page's example:
+
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> go = np.full((1, 1, 1, 1, 1), 0.4757, np.float32)
+    >>> idx = np.full((1, 1, 1, 1, 1), 6, np.int32)
+    >>> print(pg.max_pool3d_with_argmax_backward(go, (1, 1, 2, 2, 2), idx, 2).ravel())
+    [0.     0.     0.     0.     0.     0.     0.4757 0.    ]
+    """
+    key = _max_pool_key("max3d_k", grad_output, x, indices, out, kernel_size, stride,
+                        padding, dilation, ceil_mode)
+
+    def make_op(go, gi):
+        return MaxPool3dWithArgmaxBackward(go, x, indices, kernel_size, stride, padding,
+                                           dilation, ceil_mode, gi)
     return _call(key, make_op, grad_output, x, indices, out, n_threads)

@@ -1,8 +1,9 @@
-"""The three operators as two-phase objects (aclnn's GetWorkspaceSize, then execute).
+"""The eight operators as two-phase objects (aclnn's GetWorkspaceSize, then execute).
 
 Each constructor validates (pool_grad._validate), plans (pool_grad._plan) and hands a
-planned kernel to pool_grad._execute.Operator.  The average-pool gradients share one
-kernel (a separable gather); the max-pool gradient is a scatter.
+planned kernel to pool_grad._execute.Operator.  Every operator pools over (D, H, W), a
+2-D one with D = 1: the average-pool gradients are one separable gather over per-axis
+window tables, the max-pool gradients one scatter to the forward's indices.
 """
 import numpy as np
 
@@ -153,7 +154,70 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     return _plan.store_forms(gi6, nt, flags, build, other_shape)
 
 
-class AvgPool2dBackward(Operator):
+def _padded(values, n, fill):
+    """(D, H, W) values of a pooling over the last n axes (a 2-D one has D = 1)."""
+    return (fill,) * (3 - n) + tuple(values)
+
+
+class _AvgPoolBackward(Operator):
+    """Average pooling's gradient over the last ``_n`` axes: validation of the arrays and
+    the windows, then the separable gather (the two-phase objects below fix ``_n``)."""
+
+    _n = 2
+    _params = ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+               "divisor_override")
+
+    def _setup(self, grad_output, x, grad_input, kernel_size, stride, padding, ceil_mode,
+               count_include_pad, divisor_override, extra_check=None):
+        n = self._n
+        v.not_none(kernel_size, "kernel_size")
+        v.not_none(padding, "padding")
+        go, xs, gi, dt = _common_arrays(grad_output, x, grad_input, (n + 1, n + 2),
+                                        "grad_output", "x", "grad_input")
+        k, s, p, ceil_mode, count_include_pad, override = v.avg_params(
+            kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, n)
+        rnd = extra_check(dt) if extra_check else _ROUND_NONE
+        in_sz = tuple(xs[-n:])
+        outs = _plan.avg_output_sizes(in_sz, k, s, p, ceil_mode)
+        if go.shape[-n:] != outs:
+            raise invalid("grad_output", f"spatial size must equal the forward output size "
+                          f"{outs}", go.shape[-n:])
+        v.n_c_match(go.shape, xs, n, "grad_output")
+        v.check_no_overlap(gi, go, "grad_input", "grad_output")
+        if go.size:
+            _check_plan_size(in_sz, outs, go, _nbytes(xs, dt))
+        gi = v.materialize(gi, "x")
+
+        self.grad_output, self.grad_input = go, gi
+        self.kernel_size, self.stride, self.padding = k, s, p
+        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
+        self.divisor_override = override
+        kernel = None
+        if go.size and gi.size:
+            spec = ("avg", _padded(in_sz, n, 1), _padded(outs, n, 1), _padded(k, n, 1),
+                    _padded(s, n, 1), _padded(p, n, 0), count_include_pad, override)
+            kernel = _gather_kernel(go, gi, n, spec, rnd)
+        self._planned(kernel, (go, gi))
+
+
+def _cube_rounding(cube):
+    """The check of cube_math_type against the data's dtype, and the rounding it asks of
+    grad_output (SPEC section 4)."""
+    def check(dt):
+        if cube == USE_FP16 and dt == v.BFLOAT16:
+            raise invalid("cube_math_type", "USE_FP16 (2) is not supported for bfloat16",
+                          cube)
+        if cube == USE_HF32 and dt != np.float32:
+            raise invalid("cube_math_type", "USE_HF32 (3) needs float32 data", f"{cube} "
+                          f"with {dt}")
+        if dt != np.float32:
+            return _ROUND_NONE
+        return {ALLOW_FP32_DOWN_PRECISION: _ROUND_HF32, USE_HF32: _ROUND_HF32,
+                USE_FP16: _ROUND_FP16}.get(cube, _ROUND_NONE)
+    return check
+
+
+class AvgPool2dBackward(_AvgPoolBackward):
     """aclnnAvgPool2dBackward as a two-phase object: validate and plan, then execute.
 
     Construction does every check that does not depend on array values and plans the
@@ -199,56 +263,93 @@ divisor_override, cube_math_type
     0.125
     """
 
-    _params = ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
-               "divisor_override", "cube_math_type")
+    _params = _AvgPoolBackward._params + ("cube_math_type",)
 
     def __init__(self, grad_output, x, kernel_size, stride, padding, ceil_mode=False,
                  count_include_pad=True, divisor_override=0, cube_math_type=KEEP_DTYPE,
                  grad_input=None):
-        v.not_none(kernel_size, "kernel_size")
-        v.not_none(padding, "padding")
-        go, xs, gi, dt = _common_arrays(grad_output, x, grad_input, (3, 4),
+        def check(dt):
+            cube = v.int_param(cube_math_type, "cube_math_type")
+            if cube not in (KEEP_DTYPE, ALLOW_FP32_DOWN_PRECISION, USE_FP16, USE_HF32):
+                raise invalid("cube_math_type", "must be 0 (KEEP_DTYPE), "
+                              "1 (ALLOW_FP32_DOWN_PRECISION), 2 (USE_FP16) or 3 (USE_HF32)",
+                              cube)
+            self.cube_math_type = cube
+            return _cube_rounding(cube)(dt)
+        self._setup(grad_output, x, grad_input, kernel_size, stride, padding, ceil_mode,
+                    count_include_pad, divisor_override, check)
+
+
+class AvgPool3dBackward(_AvgPoolBackward):
+    """aclnnAvgPool3dBackward as a two-phase object: validate and plan, then execute.
+
+    Parameters
+    ----------
+    grad_output, x, kernel_size, stride, padding, ceil_mode, count_include_pad, \
+divisor_override
+        As in `avg_pool3d_backward`, in aclnn's order.
+    grad_input : ndarray
+        Required (None is 161001, as in aclnn).  Receives the result ("output"): x's
+        shape, grad_output's dtype, writeable, any strides, not overlapping grad_output.
+
+    Attributes
+    ----------
+    workspace_size : int
+        Bytes of workspace `execute` needs, for the thread count at planning.
+    grad_output, grad_input : ndarray
+        The arrays the plan reads and writes.
+
+    Raises
+    ------
+    ParamNullptrError, ParamInvalidError
+        At construction, for the rules of `avg_pool3d_backward` (codes 161001, 161002).
+
+    Examples
+    --------
+    The operator page's example: a 4x4x4 window, padding not counted.
+
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> go = np.ones((1, 16, 1, 1, 1), np.float32)
+    >>> gi = np.empty((1, 16, 4, 4, 4), np.float32)
+    >>> op = pg.AvgPool3dBackward(go, gi.shape, 4, 1, 0, False, False, 0, gi)
+    >>> op.execute(workspace=np.empty(op.workspace_size, np.uint8))
+    >>> float(gi.min()), float(gi.max())
+    (0.015625, 0.015625)
+    """
+
+    _n = 3
+
+    def __init__(self, grad_output, x, kernel_size, stride, padding, ceil_mode=False,
+                 count_include_pad=True, divisor_override=0, grad_input=None):
+        self._setup(grad_output, x, grad_input, kernel_size, stride, padding, ceil_mode,
+                    count_include_pad, divisor_override)
+
+
+class _AdaptiveAvgPoolBackward(Operator):
+    """Adaptive average pooling's gradient over the last ``_n`` axes (the separable
+    gather); no dimension may be 0."""
+
+    _n = 3
+
+    def __init__(self, grad_output, x, grad_input):
+        n = self._n
+        go, xs, gi, dt = _common_arrays(grad_output, x, grad_input, (n + 1, n + 2),
                                         "grad_output", "x", "grad_input")
-        k, s, p, ceil_mode, count_include_pad, override = v.avg_params(
-            kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
-        cube = v.int_param(cube_math_type, "cube_math_type")
-        if cube not in (KEEP_DTYPE, ALLOW_FP32_DOWN_PRECISION, USE_FP16, USE_HF32):
-            raise invalid("cube_math_type", "must be 0 (KEEP_DTYPE), "
-                          "1 (ALLOW_FP32_DOWN_PRECISION), 2 (USE_FP16) or 3 (USE_HF32)", cube)
-        if cube == USE_FP16 and dt == v.BFLOAT16:
-            raise invalid("cube_math_type", "USE_FP16 (2) is not supported for bfloat16",
-                          cube)
-        if cube == USE_HF32 and dt != np.float32:
-            raise invalid("cube_math_type", "USE_HF32 (3) needs float32 data", f"{cube} "
-                          f"with {dt}")
-        rnd = _ROUND_NONE
-        if dt == np.float32:
-            rnd = {ALLOW_FP32_DOWN_PRECISION: _ROUND_HF32, USE_HF32: _ROUND_HF32,
-                   USE_FP16: _ROUND_FP16}.get(cube, _ROUND_NONE)
-
-        in_hw = xs[-2:]
-        outs = _plan.avg_output_sizes(in_hw, k, s, p, ceil_mode)
-        if go.shape[-2:] != tuple(outs):
-            raise invalid("grad_output", f"spatial size must equal the forward output size "
-                          f"{tuple(outs)}", go.shape[-2:])
-        v.n_c_match(go.shape, xs, 2, "grad_output")
+        for name, shape in (("x", xs), ("grad_output", go.shape)):
+            if 0 in shape:
+                raise invalid(name, "must not have a zero-size dimension", shape)
+        v.n_c_match(go.shape, xs, n, "grad_output")
         v.check_no_overlap(gi, go, "grad_input", "grad_output")
-        if go.size:
-            _check_plan_size(in_hw, outs, go, _nbytes(xs, dt))
+        _check_plan_size(xs[-n:], go.shape[-n:], go, _nbytes(xs, dt))
         gi = v.materialize(gi, "x")
-
         self.grad_output, self.grad_input = go, gi
-        self.kernel_size, self.stride, self.padding = k, s, p
-        self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
-        self.divisor_override, self.cube_math_type = override, cube
-        kernel = None
-        if go.size and gi.size:
-            spec = ("avg2d", tuple(in_hw), outs, k, s, p, count_include_pad, override)
-            kernel = _gather_kernel(go, gi, 2, spec, rnd)
+        spec = ("adaptive", _padded(xs[-n:], n, 1), _padded(go.shape[-n:], n, 1))
+        kernel = _gather_kernel(go, gi, n, spec, _ROUND_NONE)
         self._planned(kernel, (go, gi))
 
 
-class AdaptiveAvgPool3dBackward(Operator):
+class AdaptiveAvgPool3dBackward(_AdaptiveAvgPoolBackward):
     """aclnnAdaptiveAvgPool3dBackward as a two-phase object: validate and plan, then
     execute.
 
@@ -288,23 +389,159 @@ class AdaptiveAvgPool3dBackward(Operator):
     [0.5 0.5 1.  1. ]
     """
 
-    def __init__(self, grad_output, x, grad_input):
-        go, xs, gi, dt = _common_arrays(grad_output, x, grad_input, (4, 5),
+    _n = 3
+
+
+class AdaptiveAvgPool2dBackward(_AdaptiveAvgPoolBackward):
+    """aclnnAdaptiveAvgPool2dBackward as a two-phase object: validate and plan, then
+    execute.
+
+    Parameters
+    ----------
+    grad_output, x
+        As in `adaptive_avg_pool2d_backward`.
+    grad_input : ndarray
+        Receives the result ("out" in aclnn's naming): x's shape, grad_output's dtype,
+        writeable, any strides, not overlapping grad_output.
+
+    Attributes
+    ----------
+    workspace_size : int
+        Bytes of workspace `execute` needs, for the thread count at planning.
+    grad_output, grad_input : ndarray
+        The arrays the plan reads and writes.
+
+    Raises
+    ------
+    ParamNullptrError, ParamInvalidError
+        At construction, for the rules of `adaptive_avg_pool2d_backward`.
+
+    Examples
+    --------
+    The operator page's example: 4 rows pooled to 3 (overlapping windows).
+
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> go = np.arange(1, 7, dtype=np.float32).reshape(1, 1, 3, 2)
+    >>> gi = np.empty((1, 1, 4, 2), np.float32)
+    >>> pg.AdaptiveAvgPool2dBackward(go, gi.shape, gi).execute()
+    >>> print(gi[0, 0])
+    [[0.5 1. ]
+     [2.  3. ]
+     [4.  5. ]
+     [2.5 3. ]]
+    """
+
+    _n = 2
+
+
+class _MaxPoolBackward(Operator):
+    """Max pooling's gradient over the last ``_n`` axes: grad_output scattered to the
+    forward's argmax indices (flat positions in each (n, c) volume).  ``_windows`` says
+    whether the operator has a kernel (max pooling) or adaptive windows; ``_empty_ok``
+    which zero-size arrays are a no-op rather than an error."""
+
+    _n = 2
+    _windows = False
+    _unit_dilation = False
+    _empty_ok = "all"      # "all": any zero-size dimension; "n": N only; "none"
+    _params = ()
+
+    def _setup(self, grad_output, x, indices, grad_input, window_args=None):
+        n = self._n
+        v.not_none(indices, "indices")
+        if window_args is not None:
+            for name, val in zip(("kernel_size", "padding", "dilation"),
+                                 (window_args[0], window_args[2], window_args[3])):
+                v.not_none(val, name)
+        go, xs, gi, dt = _common_arrays(grad_output, x, grad_input, (n + 1, n + 2),
                                         "grad_output", "x", "grad_input")
-        for name, shape in (("x", xs), ("grad_output", go.shape)):
-            if 0 in shape:
-                raise invalid(name, "must not have a zero-size dimension", shape)
-        v.n_c_match(go.shape, xs, 3, "grad_output")
+        ind = v.as_input(indices, "indices")
+        if ind is not indices and isinstance(indices, np.ndarray):
+            v.check_no_overlap(gi, indices, "grad_input", "indices")
+        v.index_dtype(ind, "indices")
+        if ind.shape != go.shape:
+            raise invalid("indices", f"shape must equal grad_output's shape {go.shape}",
+                          ind.shape)
+        lead = len(xs) - n
+        if self._empty_ok == "none" and 0 in xs:
+            raise invalid("x", "must not have a zero-size dimension", xs)
+        if self._empty_ok == "n" and 0 in xs[lead - 1:]:
+            raise invalid("x", "must have non-zero C and spatial sizes (N may be 0)", xs)
+        tiles = False
+        if window_args is not None:
+            k, s, p, d, ceil_mode = v.max_params(*window_args, n, self._unit_dilation)
+            outs = _plan.avg_output_sizes(tuple(xs[-n:]), k, s, p, ceil_mode, d)
+            if go.shape[-n:] != outs:
+                raise invalid("grad_output", f"spatial size must equal the forward output "
+                              f"size {outs}", go.shape[-n:])
+            self.kernel_size, self.stride, self.padding = k, s, p
+            self.dilation, self.ceil_mode = d, ceil_mode
+            # windows that tile the plane: the scatter's gather form applies
+            tiles = n == 2 and k == s and p == (0,) * n and d == (1,) * n and all(
+                i == o * kk for i, o, kk in zip(xs[-n:], outs, k))
+        v.n_c_match(go.shape, xs, n, "grad_output")
+        volume = 1
+        for size in xs[-n:]:
+            volume *= size
+        axes = "D*H*W" if n == 3 else "H*W"
+        if volume > 2**31 - 1:
+            raise invalid("x", f"{axes} must be at most 2**31-1 (the device indexes in "
+                          f"int32)", f"{' * '.join(map(str, xs[-n:]))} = {volume}")
         v.check_no_overlap(gi, go, "grad_input", "grad_output")
-        _check_plan_size(xs[-3:], go.shape[-3:], go, _nbytes(xs, dt))
+        v.check_no_overlap(gi, ind, "grad_input", "indices")
         gi = v.materialize(gi, "x")
-        self.grad_output, self.grad_input = go, gi
-        spec = ("adaptive3d", tuple(xs[-3:]), tuple(go.shape[-3:]))
-        kernel = _gather_kernel(go, gi, 3, spec, _ROUND_NONE)
-        self._planned(kernel, (go, gi))
+        self.grad_output, self.indices, self.grad_input = go, ind, gi
+        self._plane, self._axes = volume, axes
+        kernel = None
+        if go.size and gi.size:
+            kernel = self._scatter_kernel(go, ind, gi, dt, window=tiles or not self._windows)
+        elif go.size and not gi.size:
+            # a zero-size plane with grad_output values: every index is out of range
+            self._plane = 0
+        self._planned(kernel, (go, ind, gi))
+
+    def _scatter_kernel(self, go, ind, gi, dt, window):
+        (go6, ind6, gi6), _ = _plan.views6([go, ind, gi], self._n, out_index=2)
+        go6, ind6 = _plan.merge_depth(go6, ind6)
+        gi6, = _plan.merge_depth(gi6)
+        plane_in = gi6.shape[2] * gi6.shape[3] * gi6.shape[4]
+        plane_out = go6.shape[2] * go6.shape[3] * go6.shape[4]
+        if (_plan.mixed_lanes(go6, gi6, ind6)
+                and plane_out * _plan.SPARSE_VALUES > plane_in):
+            # channels-last grad_output and indices into NCHW rows, not sparse: C as
+            # lanes, the blocks stored to the planes through transposes (sparse ones keep
+            # the plane rows that read them strided: docs/performance.md)
+            go6, ind6, gi6 = _plan.lanes(go6), _plan.lanes(ind6), _plan.lanes(gi6)
+        n, c, dd, hh, ww, lanes = gi6.shape
+        rows = dd * hh
+        flat_2d = dd == 1 and go6.shape[2] == 1
+        bh = _plan.scatter_blocks(rows, ww * lanes, n * c, _threads.CPU_COUNT,
+                                  go6.shape[3] if flat_2d else 0)
+        window = window and flat_2d and _plan.SCATTER_WINDOW
+        flat = _plan.window_spread(ww, lanes, go6.shape[4], gi6.itemsize) if window else None
+        nt = _threads.planned()
+        sparse = _plan.scatter_sparse(rows * ww, plane_out, bh * ww * lanes)
+        return _plan.store_forms(
+            gi6, nt, lambda limit: (_plan.streaming(gi6, nt, limit),
+                                    _plan.streaming_region(gi6, nt, 0, limit)),
+            lambda f: _kernels.MaxScatterKernel(go6, ind6, gi6, _plan.KINDS[dt], bh,
+                                                f[0], f[1], sparse, window, flat))
+
+    def _status(self, status):
+        # no kernel with grad_output values means an empty plane: every index is outside
+        if status or (status is None and self.grad_output.size):
+            self._raise_bad_index()
+
+    def _raise_bad_index(self):
+        ind = self.indices
+        bad = np.argwhere((ind < 0) | (ind >= self._plane))[0]
+        raise invalid("indices", f"must lie in [0, {self._axes}) = [0, {self._plane}) (a "
+                      f"flat position in its own (n, c) {'volume' if self._n == 3 else 'plane'})",
+                      f"{ind[tuple(bad)]} at position {tuple(int(b) for b in bad)}")
 
 
-class AdaptiveMaxPool2dBackward(Operator):
+class AdaptiveMaxPool2dBackward(_MaxPoolBackward):
     """aclnnAdaptiveMaxPool2dBackward as a two-phase object: grad_output scattered to the
     forward's argmax ``indices``.
 
@@ -354,64 +591,148 @@ class AdaptiveMaxPool2dBackward(Operator):
     """
 
     def __init__(self, grad_output, x, indices, grad_input):
-        v.not_none(indices, "indices")
-        go, xs, gi, dt = _common_arrays(grad_output, x, grad_input, (3, 4),
-                                        "grad_output", "x", "grad_input")
-        ind = v.as_input(indices, "indices")
-        if ind is not indices and isinstance(indices, np.ndarray):
-            v.check_no_overlap(gi, indices, "grad_input", "indices")
-        v.index_dtype(ind, "indices")
-        if ind.shape != go.shape:
-            raise invalid("indices", f"shape must equal grad_output's shape {go.shape}",
-                          ind.shape)
-        v.n_c_match(go.shape, xs, 2, "grad_output")
-        h, w = xs[-2:]
-        if h * w > 2**31 - 1:
-            raise invalid("x", "H*W must be at most 2**31-1 (the device indexes in int32)",
-                          f"{h}*{w} = {h * w}")
-        v.check_no_overlap(gi, go, "grad_input", "grad_output")
-        v.check_no_overlap(gi, ind, "grad_input", "indices")
-        gi = v.materialize(gi, "x")
-        self.grad_output, self.indices, self.grad_input = go, ind, gi
-        self._plane = h * w
-        kernel = None
-        if go.size and gi.size:
-            (go6, ind6, gi6), _ = _plan.views6([go, ind, gi], 2, out_index=2)
-            if (_plan.mixed_lanes(go6, gi6, ind6) and go6.shape[3] * go6.shape[4]
-                    * _plan.SPARSE_VALUES > gi6.shape[3] * gi6.shape[4]):
-                # channels-last grad_output and indices into NCHW rows, not sparse: C as
-                # lanes, the blocks stored to the planes through transposes (112 -> 56
-                # bfloat16, 2 threads, 2-vCPU EPYC: 0.44x the time of the plane rows that
-                # read them strided; a sparse 112 -> 7 took 1.39x, so it keeps those)
-                go6, ind6, gi6 = _plan.lanes(go6), _plan.lanes(ind6), _plan.lanes(gi6)
-            n, c, _, hh, ww, lanes = gi6.shape
-            bh = _plan.scatter_blocks(hh, ww * lanes, n * c, _threads.CPU_COUNT,
-                                     go6.shape[3])
-            flat = None
-            nt = _threads.planned()
-            if _plan.SCATTER_WINDOW:
-                flat = _plan.window_spread(ww, lanes, go6.shape[4], gi6.itemsize)
-            sparse = _plan.scatter_sparse(hh * ww, go6.shape[3] * go6.shape[4],
-                                          bh * ww * lanes)
-            kernel = _plan.store_forms(
-                gi6, nt, lambda limit: (_plan.streaming(gi6, nt, limit),
-                                        _plan.streaming_region(gi6, nt, 0, limit)),
-                lambda f: _kernels.MaxScatterKernel(go6, ind6, gi6, _plan.KINDS[dt], bh,
-                                                    f[0], f[1], sparse,
-                                                    _plan.SCATTER_WINDOW, flat))
-        elif go.size and not gi.size:
-            # a zero-size plane with grad_output values: every index is out of range
-            self._plane = 0
-        self._planned(kernel, (go, ind, gi))
+        self._setup(grad_output, x, indices, grad_input)
 
-    def _status(self, status):
-        # no kernel with grad_output values means an empty plane: every index is outside
-        if status or (status is None and self.grad_output.size):
-            self._raise_bad_index()
 
-    def _raise_bad_index(self):
-        ind = self.indices
-        bad = np.argwhere((ind < 0) | (ind >= self._plane))[0]
-        raise invalid("indices", f"must lie in [0, H*W) = [0, {self._plane}) (a flat "
-                      f"position in its own (n, c) plane)",
-                      f"{ind[tuple(bad)]} at position {tuple(int(b) for b in bad)}")
+class AdaptiveMaxPool3dBackward(_MaxPoolBackward):
+    """aclnnAdaptiveMaxPool3dBackward as a two-phase object: grad_output scattered to the
+    forward's argmax ``indices`` (flat positions ``(d*H + h)*W + w`` in each volume).
+
+    The indices' values are checked by `execute`, before anything is written: an index
+    outside ``[0, D*H*W)`` raises ``ParamInvalidError`` (161002) and leaves grad_input as
+    it was.  Everything else is checked at construction.
+
+    Parameters
+    ----------
+    grad_output, x, indices
+        As in `adaptive_max_pool3d_backward`.
+    grad_input : ndarray
+        Receives the result: x's shape, grad_output's dtype, writeable, any strides,
+        overlapping neither grad_output nor indices.
+
+    Attributes
+    ----------
+    workspace_size : int
+        Bytes of workspace `execute` needs, for the thread count at planning.
+    grad_output, indices, grad_input : ndarray
+        The arrays the plan reads and writes.
+
+    Examples
+    --------
+    The operator page's example:
+
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> go = np.full((1, 1, 1, 1, 1), 0.4757, np.float32)
+    >>> gi = np.empty((1, 1, 2, 2, 2), np.float32)
+    >>> pg.AdaptiveMaxPool3dBackward(go, gi.shape, np.array([[[[[6]]]]], np.int32),
+    ...                              gi).execute()
+    >>> print(gi.ravel())
+    [0.     0.     0.     0.     0.     0.     0.4757 0.    ]
+    """
+
+    _n = 3
+
+    def __init__(self, grad_output, x, indices, grad_input):
+        self._setup(grad_output, x, indices, grad_input)
+
+
+class MaxPool2dWithIndicesBackward(_MaxPoolBackward):
+    """aclnnMaxPool2dWithIndicesBackward as a two-phase object: grad_output scattered to
+    the forward's argmax ``indices`` (flat positions ``h*W + w`` in each plane).
+
+    An index outside ``[0, H*W)`` raises ``ParamInvalidError`` (161002) at `execute` and
+    leaves grad_input as it was; an index inside the plane but outside its window is
+    accepted (the device does not check it either).
+
+    Parameters
+    ----------
+    grad_output, x, indices, kernel_size, stride, padding, dilation, ceil_mode
+        As in `max_pool2d_with_indices_backward`, in aclnn's order.
+    grad_input : ndarray
+        Receives the result: x's shape, grad_output's dtype, writeable, any strides,
+        overlapping neither grad_output nor indices.
+
+    Attributes
+    ----------
+    workspace_size : int
+        Bytes of workspace `execute` needs, for the thread count at planning.
+    grad_output, indices, grad_input : ndarray
+        The arrays the plan reads and writes.
+
+    Examples
+    --------
+    The operator page's example:
+
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> go = np.array([0.4757, 0.1726], np.float32).reshape(1, 1, 2, 1)
+    >>> idx = np.array([0, 6]).reshape(1, 1, 2, 1)
+    >>> gi = np.empty((1, 1, 4, 3), np.float32)
+    >>> op = pg.MaxPool2dWithIndicesBackward(go, gi.shape, idx, 2, 2, 0, 1, False, gi)
+    >>> op.execute()
+    >>> print(gi[0, 0])
+    [[0.4757 0.     0.    ]
+     [0.     0.     0.    ]
+     [0.1726 0.     0.    ]
+     [0.     0.     0.    ]]
+    """
+
+    _n = 2
+    _windows = True
+    _empty_ok = "n"
+    _params = ("kernel_size", "stride", "padding", "dilation", "ceil_mode")
+
+    def __init__(self, grad_output, x, indices, kernel_size, stride, padding, dilation=1,
+                 ceil_mode=False, grad_input=None):
+        self._setup(grad_output, x, indices, grad_input,
+                    (kernel_size, stride, padding, dilation, ceil_mode))
+
+
+class MaxPool3dWithArgmaxBackward(_MaxPoolBackward):
+    """aclnnMaxPool3dWithArgmaxBackward as a two-phase object: grad_output scattered to
+    the forward's argmax ``indices`` (flat positions ``(d*H + h)*W + w`` in each volume).
+
+    Dilation must be 1 and no array may be empty (the operator's page); an index outside
+    ``[0, D*H*W)`` raises ``ParamInvalidError`` (161002) at `execute` and leaves
+    grad_input as it was.
+
+    Parameters
+    ----------
+    grad_output, x, indices, kernel_size, stride, padding, dilation, ceil_mode
+        As in `max_pool3d_with_argmax_backward`, in aclnn's order.
+    grad_input : ndarray
+        Receives the result: x's shape, grad_output's dtype, writeable, any strides,
+        overlapping neither grad_output nor indices.
+
+    Attributes
+    ----------
+    workspace_size : int
+        Bytes of workspace `execute` needs, for the thread count at planning.
+    grad_output, indices, grad_input : ndarray
+        The arrays the plan reads and writes.
+
+    Examples
+    --------
+    The operator page's example:
+
+    >>> import numpy as np
+    >>> import pool_grad as pg
+    >>> go = np.full((1, 1, 1, 1, 1), 0.4757, np.float32)
+    >>> idx = np.full((1, 1, 1, 1, 1), 6, np.int32)
+    >>> gi = np.empty((1, 1, 2, 2, 2), np.float32)
+    >>> pg.MaxPool3dWithArgmaxBackward(go, gi.shape, idx, 2, 2, 0, 1, False, gi).execute()
+    >>> print(gi.ravel())
+    [0.     0.     0.     0.     0.     0.     0.4757 0.    ]
+    """
+
+    _n = 3
+    _windows = True
+    _unit_dilation = True
+    _empty_ok = "none"
+    _params = ("kernel_size", "stride", "padding", "dilation", "ceil_mode")
+
+    def __init__(self, grad_output, x, indices, kernel_size, stride, padding, dilation=1,
+                 ceil_mode=False, grad_input=None):
+        self._setup(grad_output, x, indices, grad_input,
+                    (kernel_size, stride, padding, dilation, ceil_mode))

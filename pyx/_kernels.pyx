@@ -2099,6 +2099,11 @@ cdef enum:
 
 cdef struct Scatter:
     Py_ssize_t N, C, H, W, L, Ho, Wo
+    # H and Ho count the rows of a whole (D, H) volume; a row r of grad_input lies at
+    # (r // Hd, r % Hd) on its (D, H) axes, an output row at (r // Hod, r % Hod): Hd == H
+    # (Hod == Ho) where D and H merge into one axis of rows (2-D operators, contiguous
+    # volumes), which the forms that assume rows following each other require
+    Py_ssize_t Hd, Hod
     Py_ssize_t bh, nbh
     Py_ssize_t gs[6]
     Py_ssize_t xs[6]
@@ -2119,6 +2124,13 @@ cdef struct Scatter:
     int rows_rng        # planes split into blocks of rows: the index check records each
                         # output row's smallest and largest index (shared workspace), and
                         # a block skips the output rows with none in it
+
+
+cdef inline Py_ssize_t _row_at(Py_ssize_t r, Py_ssize_t per, const Py_ssize_t* s) noexcept nogil:
+    """Element offset of row r of a (D, H) volume of `per` rows per D step (strides s)."""
+    if r < per:
+        return r * s[3]
+    return (r // per) * s[2] + (r % per) * s[3]
 
 
 cdef inline void _acc(acc_t* b, acc_t v) noexcept nogil:
@@ -2193,8 +2205,8 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
     cdef const idx_t* jp
     # strides in locals: the compiler cannot keep them in registers through g while the
     # loop stores into buf
-    cdef Py_ssize_t gs3 = g.gs[3], gs4 = g.gs[4], gs5 = g.gs[5]
-    cdef Py_ssize_t js3 = g.js[3], js4 = g.js[4], js5 = g.js[5]
+    cdef Py_ssize_t gs4 = g.gs[4], gs5 = g.gs[5]
+    cdef Py_ssize_t js4 = g.js[4], js5 = g.js[5]
     cdef Py_ssize_t Ho = g.Ho, Wo = g.Wo
     cdef int kind = g.kind
     # float32 sums of contiguous rows or lanes: the AVX2 loops (pg_scatter.h), where the CPU
@@ -2207,7 +2219,7 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
             fk = -1
     cdef Py_ssize_t nblk = (h1 - h0) * W * L
     cdef bint dense = g.xs[4] == 1 if L == 1 else (g.xs[5] == 1 and g.xs[4] == L)
-    cdef bint contig = dense and g.xs[3] == W * L   # rows follow each other
+    cdef bint contig = dense and g.xs[3] == W * L and g.Hd == g.H   # rows follow each other
     cdef bint whole = g.region and contig
     cdef uint16_t* stage = <uint16_t*>(buf + g.bh * W * L + SCATTER_SLACK)
     cdef Py_ssize_t dummy = g.bh * W * L + SCATTER_DUMMY   # from buf, shifted or not
@@ -2247,8 +2259,8 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
     for oh in range(Ho):
         if rr != NULL and (rr[2 * oh + 1] < <int64_t>lo or rr[2 * oh] >= <int64_t>hi):
             continue   # no index of this output row falls in the block
-        gp = gb + oh * gs3
-        jp = jb + oh * js3
+        gp = gb + _row_at(oh, g.Hod, g.gs)
+        jp = jb + _row_at(oh, g.Hod, g.js)
         if L == 1:
             if acc_t is float:
                 if fk >= 0 and gs4 == 1 and js4 == 1:
@@ -2293,12 +2305,12 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
                 pg_flush_block(buf, xb + h0 * W * L, nblk, fk, 0, NULL, 0)
                 return
             for ih in range(h0, h1):
-                pg_flush_block(buf + (ih - h0) * W * L, xb + ih * g.xs[3], W * L, fk,
+                pg_flush_block(buf + (ih - h0) * W * L, xb + _row_at(ih, g.Hd, g.xs), W * L, fk,
                                g.stream and W * L * <Py_ssize_t>sizeof(store_t) >= 256,
                                NULL, 0)
             return
     if acc_t is float:
-        if (not dense and fk >= 0 and g.xs[4] == 1 and g.xs[3] == W
+        if (not dense and fk >= 0 and g.xs[4] == 1 and g.xs[3] == W and g.Hd == g.H
                 and pg_tstore(xb + h0 * W, g.xs[5], buf, (h1 - h0) * W, L, kind)):
             # lanes that are planes (channels-last grad_output and indices into an NCHW
             # grad_input): eight planes by eight values through a transpose
@@ -2310,7 +2322,7 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
         _store_region(buf, xb + h0 * W * L, nblk, kind, stage)
     else:
         for ih in range(h0, h1):
-            _store_row(buf + (ih - h0) * W * L, xb + ih * g.xs[3], g.xs[4], g.xs[5], W, L,
+            _store_row(buf + (ih - h0) * W * L, xb + _row_at(ih, g.Hd, g.xs), g.xs[4], g.xs[5], W, L,
                        g.kind, g.stream, stage)
     memset(buf, 0, nblk * sizeof(acc_t))
 
@@ -2590,9 +2602,9 @@ cdef Py_ssize_t _plane_bad(const idx_t* ind, const Scatter* g, Py_ssize_t p,
             any_bad = 0
             for oh in range(g.Ho):
                 if idx_t is int64_t:
-                    pg_row_range_i64(jb + oh * g.js[3], g.Wo * g.L, rng + 2 * oh)
+                    pg_row_range_i64(jb + _row_at(oh, g.Hod, g.js), g.Wo * g.L, rng + 2 * oh)
                 else:
-                    pg_row_range_i32(jb + oh * g.js[3], g.Wo * g.L, rng + 2 * oh)
+                    pg_row_range_i32(jb + _row_at(oh, g.Hod, g.js), g.Wo * g.L, rng + 2 * oh)
                 any_bad |= rng[2 * oh] < 0 or rng[2 * oh + 1] >= <int64_t>limit
             if not any_bad:
                 return 0
@@ -2603,9 +2615,9 @@ cdef Py_ssize_t _plane_bad(const idx_t* ind, const Scatter* g, Py_ssize_t p,
                 jp = jb + l * g.js[5]
                 for oh in range(g.Ho):
                     if idx_t is int64_t:
-                        pg_row_range_i64(jp + oh * g.js[3], g.Wo, r2)
+                        pg_row_range_i64(jp + _row_at(oh, g.Hod, g.js), g.Wo, r2)
                     else:
-                        pg_row_range_i32(jp + oh * g.js[3], g.Wo, r2)
+                        pg_row_range_i32(jp + _row_at(oh, g.Hod, g.js), g.Wo, r2)
                     if l == 0 or r2[0] < rng[2 * oh]:
                         rng[2 * oh] = r2[0]
                     if l == 0 or r2[1] > rng[2 * oh + 1]:
@@ -2626,21 +2638,21 @@ cdef Py_ssize_t _plane_bad(const idx_t* ind, const Scatter* g, Py_ssize_t p,
         # count below runs only when one is
         lanes_apart = g.L > 1 and not (g.js[5] == 1 and g.js[4] == g.L)
         rows, per_row = g.Ho, (g.Wo if lanes_apart else g.Wo * g.L)
-        if g.js[3] == per_row:
+        if g.js[3] == per_row and g.Hod == g.Ho:
             rows, per_row = 1, g.Ho * per_row
         any_bad = 0
         for l in range(g.L if lanes_apart else 1):
             jp = jb + l * g.js[5]
             for oh in range(rows):
                 if idx_t is int64_t:
-                    any_bad |= pg_any_bad_i64(jp + oh * g.js[3], per_row, limit)
+                    any_bad |= pg_any_bad_i64(jp + _row_at(oh, g.Hod, g.js), per_row, limit)
                 else:
-                    any_bad |= pg_any_bad_i32(jp + oh * g.js[3], per_row, limit)
+                    any_bad |= pg_any_bad_i32(jp + _row_at(oh, g.Hod, g.js), per_row, limit)
         if not any_bad:
             return 0
     for oh in range(g.Ho):
         for ow in range(g.Wo):
-            jp = jb + oh * g.js[3] + ow * g.js[4]
+            jp = jb + _row_at(oh, g.Hod, g.js) + ow * g.js[4]
             for l in range(g.L):
                 # a negative index becomes a huge unsigned value: one compare checks both ends
                 bad += (<uint64_t><int64_t>jp[l * g.js[5]]) >= limit
@@ -2680,8 +2692,15 @@ cdef class MaxScatterKernel(PlannedKernel):
                  bint region=False, bint sparse=False, bint window=False, flat=None):
         self._keep = (go6, ind6, gi6)
         g = &self.g
-        g.N, g.C, _, g.H, g.W, g.L = gi6.shape
-        g.Ho, g.Wo = go6.shape[3], go6.shape[4]
+        g.N, g.C, d, g.Hd, g.W, g.L = gi6.shape
+        g.H = d * g.Hd
+        g.Hod, g.Wo = go6.shape[3], go6.shape[4]
+        g.Ho = go6.shape[2] * g.Hod
+        if d <= 1 or gi6.strides[2] == g.Hd * gi6.strides[3]:
+            g.Hd = g.H      # D and H merge: one axis of rows
+        if go6.shape[2] <= 1 or (go6.strides[2] == g.Hod * go6.strides[3]
+                                 and ind6.strides[2] == g.Hod * ind6.strides[3]):
+            g.Hod = g.Ho
         g.bh = bh
         g.nbh = (g.H + bh - 1) // bh if g.H > 0 else 0
         g.kind = kind
@@ -2731,6 +2750,8 @@ cdef class MaxScatterKernel(PlannedKernel):
         # (only where the CPU has the instructions: elsewhere the codes' workspace would be
         # asked for and never used)
         cdef int fk = 0 if kind == K_F32 else (1 if kind == K_BF16 else 2)
+        # (both forms walk the rows of 2-D planes: never for a D axis of more than one)
+        window = window and d <= 1 and go6.shape[2] <= 1
         g.window = (window and kind != K_F64 and pg_scatter_fast(fk)
                     and g.nbh == 1 and g.L == 1 and g.Ho > 0
                     and g.H % g.Ho == 0 and g.H // g.Ho < 128 and g.W == 2 * g.Wo
@@ -2917,6 +2938,7 @@ cdef struct Windows:
     const int64_t* he
     const int64_t* ws
     const int64_t* we
+    Py_ssize_t dd, dh, dw   # the steps inside a window (max pooling's dilation)
     int kind
 
 
@@ -2962,27 +2984,38 @@ cdef void _avg_fwd_plane(const store_t* x, store_t* y, const Windows* g, const a
 
 cdef void _max_fwd_plane(const store_t* x, store_t* y, int64_t* ind, const Windows* g,
                          acc_t like, Py_ssize_t p) noexcept nogil:
-    """Maximum of each (H, W) window and its flat index h*W + w, as PyTorch's CPU kernel
-    picks them: a later element replaces the best only if strictly greater, or NaN."""
+    """Maximum of each (D, H, W) window, stepping by the dilation, and its flat index
+    (d*H + h)*W + w, as PyTorch's CPU kernel picks them: the first position is the
+    answer until a later element is strictly greater, or NaN."""
     cdef Py_ssize_t c = p % g.C, n = p // g.C
     cdef const store_t* xb = x + n * g.xs[0] + c * g.xs[1]
     cdef store_t* yb = y + n * g.ys[0] + c * g.ys[1]
-    cdef int64_t* ib = ind + p * g.Ho * g.Wo
-    cdef Py_ssize_t oh, ow, j, k
+    cdef int64_t* ib = ind + p * g.Do * g.Ho * g.Wo
+    cdef Py_ssize_t od, oh, ow, i, j, k
     cdef acc_t best, v
     cdef int64_t arg
-    for oh in range(g.Ho):
-        for ow in range(g.Wo):
-            best = -INFINITY
-            arg = g.hs[oh] * g.W + g.ws[ow]
-            for j in range(g.hs[oh], g.he[oh]):
-                for k in range(g.ws[ow], g.we[ow]):
-                    v = _load1(xb + j * g.xs[3] + k * g.xs[4], g.kind, like)
-                    if v > best or v != v:
-                        best = v
-                        arg = j * g.W + k
-            _store1(yb + oh * g.ys[3] + ow * g.ys[4], best, g.kind)
-            ib[oh * g.Wo + ow] = arg
+    for od in range(g.Do):
+        for oh in range(g.Ho):
+            for ow in range(g.Wo):
+                best = -INFINITY
+                arg = (g.ds[od] * g.H + g.hs[oh]) * g.W + g.ws[ow]
+                # (while loops: Cython's range takes no step unknown at compile time)
+                i = g.ds[od]
+                while i < g.de[od]:
+                    j = g.hs[oh]
+                    while j < g.he[oh]:
+                        k = g.ws[ow]
+                        while k < g.we[ow]:
+                            v = _load1(xb + i * g.xs[2] + j * g.xs[3] + k * g.xs[4], g.kind,
+                                       like)
+                            if v > best or v != v:
+                                best = v
+                                arg = (i * g.H + j) * g.W + k
+                            k += g.dw
+                        j += g.dh
+                    i += g.dd
+                _store1(yb + od * g.ys[2] + oh * g.ys[3] + ow * g.ys[4], best, g.kind)
+                ib[(od * g.Ho + oh) * g.Wo + ow] = arg
 
 
 cdef void _fill_windows(Windows* g, x6, y6, tables, int kind):
@@ -2998,10 +3031,11 @@ cdef void _fill_windows(Windows* g, x6, y6, tables, int kind):
     t = tables[3]; g.he = &t[0]
     t = tables[4]; g.ws = &t[0]
     t = tables[5]; g.we = &t[0]
+    g.dd, g.dh, g.dw = tables[6] if len(tables) > 6 else (1, 1, 1)
 
 
 def avg_forward(x6, y6, int kind, tables, div, int n_threads):
-    """y = window sums of x / div, for avg_pool2d (D = 1) and adaptive_avg_pool3d."""
+    """y = window sums of x / div, for the average poolings (2-D ones with D = 1)."""
     cdef Windows g
     cdef Py_ssize_t p, planes
     cdef const float[:, :, :, :, :, :] xf
@@ -3034,7 +3068,8 @@ def avg_forward(x6, y6, int kind, tables, div, int n_threads):
 
 
 def max_forward(x6, y6, int kind, tables, int64_t[:, ::1] ind, int n_threads):
-    """y, ind = window maxima of x and their flat h*W + w positions (2-D, D = 1)."""
+    """y, ind = window maxima of x and their flat (d*H + h)*W + w positions; tables: the
+    (start, end) of every axis' windows, then optionally the (D, H, W) steps."""
     cdef Windows g
     cdef Py_ssize_t p, planes
     cdef const float[:, :, :, :, :, :] xf

@@ -6,6 +6,8 @@ PyTorch forward semantics the backward operators are the derivatives of, and the
 the test suite stays fast.  Nothing here imports pool_grad.
 """
 
+import itertools
+
 import numpy as np
 
 try:  # bfloat16 is optional for the reference itself; the test suite requires it.
@@ -268,3 +270,140 @@ def tolerance(dtype):
     if _BFLOAT16 is not None and dt == _BFLOAT16:
         return 1.6e-2, 1e-3
     raise TypeError(f"no tolerance for dtype {dt}")
+
+
+# --------------------------------------------------------------------------------------------
+# §6: the family over n = 2 or 3 spatial axes (written from SPEC §6 and PyTorch's forward
+# semantics, like the rest of this file)
+
+def _tuple_n(v, n):
+    if np.ndim(v) == 0:
+        return (int(v),) * n
+    v = tuple(int(e) for e in v)
+    return v * n if len(v) == 1 else v
+
+
+def ref_pool_output_size(in_size, k, s, p, d, ceil_mode):
+    """SPEC §6.4 output size (d = 1: §1.1's)."""
+    out = (in_size + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (out - 1) * s >= in_size + p:
+        out -= 1
+    return out
+
+
+def _lift_n(a, n):
+    return _lift(a, n + 2)
+
+
+def ref_avg_pool_backward(grad_output, x_shape, n, kernel_size, stride, padding, ceil_mode,
+                          count_include_pad, divisor_override):
+    """SPEC §1.1 / §6.1 gradient in float64 over the last n axes."""
+    g, squeeze = _lift_n(_f64(grad_output), n)
+    shape, _ = _lift_shape(x_shape, n + 2)
+    k = _tuple_n(kernel_size, n)
+    s = k if stride is None or (np.ndim(stride) and len(stride) == 0) else _tuple_n(stride, n)
+    p = _tuple_n(padding, n)
+    sizes = shape[2:]
+    outs = tuple(ref_pool_output_size(i, kk, ss, pp, 1, ceil_mode)
+                 for i, kk, ss, pp in zip(sizes, k, s, p))
+    assert g.shape[2:] == outs, (g.shape, outs)
+    gi = np.zeros(shape, np.float64)
+    for o in np.ndindex(*outs):
+        lo, hi, pool, clipped = [], [], 1, 1
+        for a in range(n):
+            st = o[a] * s[a] - p[a]
+            en = min(st + k[a], sizes[a] + p[a])
+            pool *= en - st
+            st, en = max(st, 0), min(en, sizes[a])
+            clipped *= max(en - st, 0)
+            lo.append(st)
+            hi.append(en)
+        if clipped == 0:
+            continue
+        div = divisor_override if divisor_override else (pool if count_include_pad
+                                                         else clipped)
+        sl = (slice(None), slice(None)) + tuple(slice(a, b) for a, b in zip(lo, hi))
+        gi[sl] += (g[(slice(None), slice(None)) + o] / div)[(...,) + (None,) * n]
+    return gi[0] if squeeze else gi
+
+
+def ref_adaptive_avg_backward(grad_output, x_shape, n):
+    """SPEC §1.2 / §6.2 gradient in float64 over the last n axes."""
+    g, squeeze = _lift_n(_f64(grad_output), n)
+    shape, _ = _lift_shape(x_shape, n + 2)
+    sizes, outs = shape[2:], g.shape[2:]
+    gi = np.zeros(shape, np.float64)
+    wins = [_adaptive_windows(i, o) for i, o in zip(sizes, outs)]
+    for o in np.ndindex(*outs):
+        w = [wins[a][o[a]] for a in range(n)]
+        vol = np.prod([b - a for a, b in w])
+        sl = (slice(None), slice(None)) + tuple(slice(a, b) for a, b in w)
+        gi[sl] += (g[(slice(None), slice(None)) + o] / vol)[(...,) + (None,) * n]
+    return gi[0] if squeeze else gi
+
+
+def ref_max_backward(grad_output, x_shape, indices, n):
+    """SPEC §1.3 / §6.3-6.5 scatter in float64: indices flat in each (n, c) volume of the
+    last n axes; raises IndexError for one outside it."""
+    g, squeeze = _lift_n(_f64(grad_output), n)
+    idx, _ = _lift_n(np.asarray(indices).astype(np.int64), n)
+    shape, _ = _lift_shape(x_shape, n + 2)
+    vol = int(np.prod(shape[2:]))
+    if idx.size and (idx.min() < 0 or idx.max() >= vol):
+        raise IndexError("index outside the volume")
+    planes = shape[0] * shape[1]
+    gi = np.zeros((planes, vol), np.float64)
+    per = int(np.prod(g.shape[2:]))
+    np.add.at(gi, (np.repeat(np.arange(planes), per), idx.reshape(-1)), g.reshape(-1))
+    gi = gi.reshape(shape)
+    return gi[0] if squeeze else gi
+
+
+def _window_max(win_vals, win_pos):
+    """PyTorch's pick over positions in visiting order: strictly greater, or NaN."""
+    best, arg = -np.inf, win_pos[0]
+    for val, pos in zip(win_vals, win_pos):
+        if val > best or np.isnan(val):
+            best, arg = val, pos
+    return best, arg
+
+
+def ref_max_pool(x, n, kernel_size, stride, padding, dilation, ceil_mode):
+    """PyTorch (CPU) max_pool{2,3}d forward over the last n axes: (out float64, indices
+    int64 flat in each volume).  Slow: for small inputs."""
+    a, squeeze = _lift_n(_f64(x), n)
+    sizes = a.shape[2:]
+    k, p, d = _tuple_n(kernel_size, n), _tuple_n(padding, n), _tuple_n(dilation, n)
+    s = k if stride is None else _tuple_n(stride, n)
+    outs = tuple(ref_pool_output_size(i, kk, ss, pp, dd, ceil_mode)
+                 for i, kk, ss, pp, dd in zip(sizes, k, s, p, d))
+    out = np.zeros(a.shape[:2] + outs)
+    ind = np.zeros(a.shape[:2] + outs, np.int64)
+    flat = a.reshape(a.shape[:2] + (-1,))
+    for o in np.ndindex(*outs):
+        axes = []
+        for ax in range(n):
+            st = o[ax] * s[ax] - p[ax]
+            axes.append([i for i in range(st, st + (k[ax] - 1) * d[ax] + 1, d[ax])
+                         if 0 <= i < sizes[ax]])
+        pos = [int(np.ravel_multi_index(c, sizes)) for c in itertools.product(*axes)]
+        for nc in np.ndindex(*a.shape[:2]):
+            out[nc + o], ind[nc + o] = _window_max(flat[nc][pos], pos)
+    return (out[0], ind[0]) if squeeze else (out, ind)
+
+
+def ref_adaptive_max(x, n, output_size):
+    """PyTorch (CPU) adaptive_max_pool{2,3}d forward: (out float64, indices int64)."""
+    a, squeeze = _lift_n(_f64(x), n)
+    sizes = a.shape[2:]
+    outs = _tuple_n(output_size, n)
+    out = np.zeros(a.shape[:2] + outs)
+    ind = np.zeros(a.shape[:2] + outs, np.int64)
+    flat = a.reshape(a.shape[:2] + (-1,))
+    wins = [_adaptive_windows(i, o) for i, o in zip(sizes, outs)]
+    for o in np.ndindex(*outs):
+        axes = [range(*wins[ax][o[ax]]) for ax in range(n)]
+        pos = [int(np.ravel_multi_index(c, sizes)) for c in itertools.product(*axes)]
+        for nc in np.ndindex(*a.shape[:2]):
+            out[nc + o], ind[nc + o] = _window_max(flat[nc][pos], pos)
+    return (out[0], ind[0]) if squeeze else (out, ind)

@@ -20,6 +20,17 @@ def _cases(rng):
     go_c = rng.random((2, 8, 9, 9)).astype(np.float64)
     ind_c = rng.integers(0, 40 * 40, (2, 8, 9, 9)).astype(np.int64)
     ind_c[:, :, 0, :] = 7  # repeated indices: the accumulation order must not vary
+    go_d = rng.random((2, 4, 4, 6, 7)).astype(np.float32)
+    go_e = rng.random((2, 8, 9, 13)).astype(np.float16)
+    go_f = rng.random((2, 4, 4, 6, 7)).astype(ml_dtypes.bfloat16)
+    ind_f = rng.integers(0, 6 * 11 * 13, (2, 4, 4, 6, 7)).astype(np.int32)
+    ind_f[:, :, 0] = 5
+    go_g = rng.random((2, 4, 3, 5, 4)).astype(np.float32)
+    ind_g = rng.integers(0, 6 * 11 * 13, (2, 4, 3, 5, 4)).astype(np.int64)
+    ind_g[:, :, :, 0] = 9
+    go_h = rng.random((2, 8, 19, 19)).astype(np.float32)
+    ind_h = rng.integers(0, 40 * 40, (2, 8, 19, 19)).astype(np.int64)
+    ind_h[:, :, 0, :] = 3
     return [
         ("avg", (2, 8, 40, 40), np.float32,
          lambda out: pg.AvgPool2dBackward(go_a, out.shape, 3, 2, 1, True, False, 0, 0, out)),
@@ -27,6 +38,19 @@ def _cases(rng):
          lambda out: pg.AdaptiveAvgPool3dBackward(go_b, out.shape, out)),
         ("max", (2, 8, 40, 40), np.float64,
          lambda out: pg.AdaptiveMaxPool2dBackward(go_c, out.shape, ind_c, out)),
+        # the operators of SPEC section 6
+        ("avg3d", (2, 4, 6, 11, 13), np.float32,
+         lambda out: pg.AvgPool3dBackward(go_d, out.shape, 3, 2, 1, True, False, 0, out)),
+        ("adaptive2d", (2, 8, 40, 40), np.float16,
+         lambda out: pg.AdaptiveAvgPool2dBackward(go_e, out.shape, out)),
+        ("max3d", (2, 4, 6, 11, 13), ml_dtypes.bfloat16,
+         lambda out: pg.MaxPool3dWithArgmaxBackward(go_f, out.shape, ind_f, 3, 2, 1, 1,
+                                                    True, out)),
+        ("amax3d", (2, 4, 6, 11, 13), np.float32,
+         lambda out: pg.AdaptiveMaxPool3dBackward(go_g, out.shape, ind_g, out)),
+        ("max2d", (2, 8, 40, 40), np.float32,
+         lambda out: pg.MaxPool2dWithIndicesBackward(go_h, out.shape, ind_h, 3, 2, 1, 2,
+                                                     False, out)),
     ]
 
 

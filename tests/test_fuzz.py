@@ -1089,3 +1089,104 @@ def test_fuzz_many_channels(data):
             np.testing.assert_allclose(got.astype(np.float64), want, *tolerance(dtype))
         bits.append(np.ascontiguousarray(got).view(np.uint8))
     assert np.array_equal(bits[0], bits[1])
+
+
+# ------------------------------------------------------------------ SPEC section 6
+
+from reference import (ref_adaptive_avg_backward, ref_avg_pool_backward,  # noqa: E402
+                       ref_max_backward, ref_pool_output_size, tolerance as _tol)
+
+
+def _family_call(kind, n, layer, go, xs, ind, gi, prm, threads):
+    """One call of a section-6 operator through a layer (func, op or aclnn)."""
+    k, s, p, d, ceil = prm.get("k"), prm.get("s"), prm.get("p"), prm.get("d"), prm.get("ceil")
+    if layer == "func":
+        if kind == "avg":
+            return pg.avg_pool3d_backward(go, xs, k, s, p, ceil_mode=ceil, out=gi,
+                                          count_include_pad=prm["cip"],
+                                          divisor_override=prm["div"], n_threads=threads)
+        if kind == "aavg":
+            return pg.adaptive_avg_pool2d_backward(go, xs, out=gi, n_threads=threads)
+        if kind == "amax":
+            return pg.adaptive_max_pool3d_backward(go, xs, ind, out=gi, n_threads=threads)
+        fn = (pg.max_pool2d_with_indices_backward if n == 2
+              else pg.max_pool3d_with_argmax_backward)
+        return fn(go, xs, ind, k, s, p, d, ceil_mode=ceil, out=gi, n_threads=threads)
+    if kind == "avg":
+        args = ("AvgPool3dBackward", go, xs, k, s, p, ceil, prm["cip"], prm["div"], gi)
+    elif kind == "aavg":
+        args = ("AdaptiveAvgPool2dBackward", go, xs, gi)
+    elif kind == "amax":
+        args = ("AdaptiveMaxPool3dBackward", go, xs, ind, gi)
+    else:
+        name = "MaxPool2dWithIndicesBackward" if n == 2 else "MaxPool3dWithArgmaxBackward"
+        args = (name, go, xs, ind, k, s, p, d, ceil, gi)
+    if layer == "op":
+        op = getattr(pg, args[0])(*args[1:])
+        op.execute(n_threads=threads)
+        return gi
+    size, ex = getattr(aclnn, f"aclnn{args[0]}GetWorkspaceSize")(*args[1:])
+    getattr(aclnn, f"aclnn{args[0]}")(np.empty(size, np.uint8), size, ex, None)
+    return gi
+
+
+@fuzz_settings(150)
+@given(data=st.data())
+def test_fuzz_family(data):
+    """Random valid calls of the five section-6 operators in every layer, dtype and layout
+    equal the float64 reference; an index corrupted out of its volume raises 161002 and
+    leaves grad_input untouched."""
+    draw = data.draw
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    kind, n = draw(st.sampled_from([("avg", 3), ("aavg", 2), ("amax", 3), ("max", 2),
+                                    ("max", 3)]))
+    dtype = draw(st.sampled_from(VALID_DTYPES))
+    lead = (draw(st.integers(1, 2)), draw(st.integers(1, 3)))
+    if draw(st.booleans()):
+        lead = lead[1:]
+    sizes = tuple(draw(st.integers(1, 7)) for _ in range(n))
+    xs = lead + sizes
+    prm = {}
+    if kind in ("avg", "max"):
+        k = tuple(draw(st.integers(1, 4)) for _ in range(n))
+        s = tuple(draw(st.integers(1, 3)) for _ in range(n))
+        p = tuple(draw(st.integers(0, kk // 2)) for kk in k)
+        d = tuple(draw(st.integers(1, 2)) for _ in range(n)) if kind == "max" and n == 2 \
+            else (1,) * n
+        ceil = draw(st.booleans())
+        outs = tuple(ref_pool_output_size(i, *a, ceil) for i, *a in zip(sizes, k, s, p, d))
+        assume(min(outs) >= 1)
+        prm = dict(k=k, s=s, p=p, d=d, ceil=ceil, cip=draw(st.booleans()),
+                   div=draw(st.sampled_from([0, 0, 2, -3])))
+    else:
+        outs = tuple(draw(st.integers(1, 5)) for _ in range(n))
+    gs = lead + outs
+    go = _layout(_values(gs, dtype, rng), draw(st.sampled_from(IN_LAYOUTS)), rng)
+    ind = None
+    if kind in ("amax", "max"):
+        ind = rng.integers(0, int(np.prod(sizes)), size=gs).astype(
+            draw(st.sampled_from([np.int32, np.int64])))
+        ind = _layout(ind, draw(st.sampled_from(IN_LAYOUTS)), rng)
+    gi = _layout(np.full(xs, 7, dtype), draw(st.sampled_from(OUT_LAYOUTS)), rng)
+    layer = draw(layer_st)
+    threads = draw(threads_st)
+    if ind is not None and draw(st.booleans()):
+        ind = np.array(ind, order="C")   # reshape(-1) below is a view of it
+        ind.reshape(-1)[draw(st.integers(0, ind.size - 1))] = draw(st.sampled_from(
+            [-1, int(np.prod(sizes)), 2**31 - 1]))
+        before = gi.copy()
+        with pytest.raises(pg.ParamInvalidError) as e:
+            _family_call(kind, n, layer, go, xs, ind, gi, prm, threads)
+        assert e.value.code == 161002 and "indices" in str(e.value)
+        assert np.ascontiguousarray(gi).tobytes() == np.ascontiguousarray(before).tobytes()
+        return
+    got = _family_call(kind, n, layer, go, xs, ind, gi, prm, threads)
+    if kind == "avg":
+        want = ref_avg_pool_backward(go, xs, n, prm["k"], prm["s"], prm["p"], prm["ceil"],
+                                     prm["cip"], prm["div"])
+    elif kind == "aavg":
+        want = ref_adaptive_avg_backward(go, xs, n)
+    else:
+        want = ref_max_backward(go, xs, ind, n)
+    rtol, atol = _tol(dtype)
+    np.testing.assert_allclose(got.astype(np.float64), want, rtol=rtol, atol=atol * 4)

@@ -115,13 +115,16 @@ def test_adaptive_avg_pool3d_fill_matches_reference_and_other_layouts(x_shape, o
 
 
 def test_fill_plan_is_chosen_only_for_single_covering_windows():
-    spec = ("avg2d", (7, 7), (1, 1), (7, 7), (7, 7), (0, 0), True, 0)
+    spec = ("avg", (1, 7, 7), (1, 1, 1), (1, 7, 7), (1, 7, 7), (0, 0, 0), True, 0)
     assert _plan.constant_planes(spec)
     # overlapping windows along H: each row is covered by one window, but not exactly one
-    assert not _plan.constant_planes(("adaptive3d", (4, 5, 6), (1, 2, 1)))
-    assert _plan.constant_planes(("adaptive3d", (4, 5, 6), (2, 1, 1)))
-    assert not _plan.constant_planes(("avg2d", (8, 8), (1, 1), (7, 7), (7, 7), (0, 0),
-                                      True, 0))   # row 7 and column 7 lie in no window
+    assert not _plan.constant_planes(("adaptive", (4, 5, 6), (1, 2, 1)))
+    assert _plan.constant_planes(("adaptive", (4, 5, 6), (2, 1, 1)))
+    assert not _plan.constant_planes(("avg", (1, 8, 8), (1, 1, 1), (1, 7, 7), (1, 7, 7),
+                                      (0, 0, 0), True, 0))   # row 7, column 7: no window
+    # a 3-D average pool whose D windows overlap is no fill
+    assert not _plan.constant_planes(("avg", (5, 7, 7), (2, 1, 1), (3, 7, 7), (2, 7, 7),
+                                      (0, 0, 0), True, 0))
 
 
 @pytest.fixture

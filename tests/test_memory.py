@@ -35,9 +35,18 @@ _LOOP = textwrap.dedent("""
     s_gi3 = np.empty((1, 2, 3, 5, 4), bf16)
     s_ind = rng.integers(0, 36, (1, 3, 3, 3)).astype(np.int32)
     s_bad = s_ind.copy(); s_bad[0, 0, 0, 0] = 36
+    s_go5 = rng.random((1, 2, 2, 2, 2)).astype(f32)
+    s_gi5 = np.empty((1, 2, 4, 4, 4), f32)
+    s_ind5 = rng.integers(0, 64, (1, 2, 2, 2, 2)).astype(np.int64)
     ops = [pg.AvgPool2dBackward(s_go, s_gi, 2, 2, 0, False, True, 0, 0, s_gi),
            pg.AdaptiveAvgPool3dBackward(s_go3, s_gi3.shape, s_gi3),
-           pg.AdaptiveMaxPool2dBackward(s_go, s_gi.shape, s_ind, s_gi)]
+           pg.AdaptiveMaxPool2dBackward(s_go, s_gi.shape, s_ind, s_gi),
+           pg.AvgPool3dBackward(s_go5, s_gi5.shape, 2, 2, 0, False, True, 0, s_gi5),
+           pg.AdaptiveAvgPool2dBackward(s_go, s_gi.shape, s_gi),
+           pg.AdaptiveMaxPool3dBackward(s_go5, s_gi5.shape, s_ind5, s_gi5),
+           pg.MaxPool2dWithIndicesBackward(s_go, s_gi.shape, s_ind, 2, 2, 0, 1, False, s_gi),
+           pg.MaxPool3dWithArgmaxBackward(s_go5, s_gi5.shape, s_ind5, 2, 2, 0, 1, False,
+                                          s_gi5)]
     bad_op = pg.AdaptiveMaxPool2dBackward(s_go, s_gi.shape, s_bad, s_gi)
     ws = [np.empty(max(op.workspace_size, 1), np.uint8) for op in ops]
     stream = pg.Stream()
@@ -65,27 +74,40 @@ _LOOP = textwrap.dedent("""
             except pg.AclnnError:
                 pass
         elif r == 6:
-            ops[i % 3].execute(stream=stream)
+            ops[i % len(ops)].execute(stream=stream)
             if i % 100 == 6:
                 stream.synchronize()
+        elif r == 7:
+            pg.max_pool3d_with_argmax_backward(s_go5, s_gi5.shape, s_ind5, 2)
+        elif r == 8:
+            pg.max_pool2d_with_indices_backward(s_go, s_gi.shape, s_ind, 2, out=s_gi)
+        elif r == 9:
+            pg.avg_pool3d_backward(s_go5, s_gi5.shape, 2, 2)
         else:
-            k = i % 3
+            k = i % len(ops)
             ops[k].execute(workspace=ws[k] if i % 2 else None)
 
     l_go = rng.random((2, 32, 32, 32)).astype(f32)
     l_gi = np.empty((2, 32, 64, 64), f32)
     l_ind = rng.integers(0, 64 * 64, (2, 32, 32, 32)).astype(np.int64)
     l_go3 = rng.random((2, 16, 4, 16, 16)).astype(np.float64)
+    l_go5 = rng.random((2, 16, 4, 16, 16)).astype(f32)
+    l_gi5 = np.empty((2, 16, 8, 32, 32), f32)
+    l_ind5 = rng.integers(0, 8 * 32 * 32, (2, 16, 4, 16, 16)).astype(np.int32)
     def large(i):
-        r = i % 4
+        r = i % 6
         if r == 0:
             pg.avg_pool2d_backward(l_go, l_gi.shape, 3, 2, 1, out=l_gi)
         elif r == 1:
             pg.adaptive_max_pool2d_backward(l_go, l_gi.shape, l_ind)
         elif r == 2:
             pg.adaptive_avg_pool3d_backward(l_go3, (2, 16, 7, 30, 30))
-        else:
+        elif r == 3:
             pg.avg_pool2d_backward(l_go, l_gi.shape, 2)
+        elif r == 4:
+            pg.max_pool3d_with_argmax_backward(l_go5, l_gi5.shape, l_ind5, 2, out=l_gi5)
+        else:
+            pg.avg_pool3d_backward(l_go5, l_gi5.shape, 2)
 
     n_small, n_large = int(sys.argv[1]), int(sys.argv[2])
     for i in range(2000): small(i)          # warm-up: caches, arenas, thread pools
