@@ -55,17 +55,22 @@ DTYPES = {"float32": np.dtype(np.float32), "float16": np.dtype(np.float16),
 # ------------------------------------------------------------------------------ cases
 
 class Case:
-    """One benchmark case.  op: 'avg2d' | 'aavg3d' | 'amax2d'; shape: the logical
-    (N, C, [D,] H, W) of x; out: the pooled spatial size; layout: 'NCHW' (C-contiguous)
-    or 'CL' (channels-last)."""
+    """One benchmark case.  op: 'avg2d' | 'avg3d' | 'aavg2d' | 'aavg3d' | 'amax2d' |
+    'amax3d' | 'max2d' | 'max3d'; shape: the logical (N, C, [D,] H, W) of x; out: the
+    pooled spatial size (computed for the windowed ops: k, s, p); layout: 'NCHW'
+    (C-contiguous) or 'CL' (channels-last)."""
+
+    WINDOWED = ("avg2d", "avg3d", "max2d", "max3d")
+    INDEXED = ("amax2d", "amax3d", "max2d", "max3d")
 
     def __init__(self, op, shape, dtype="float32", layout="NCHW", out=None, k=None, s=None,
                  p=0, label=None):
         self.op, self.shape, self.dtype, self.layout = op, tuple(shape), dtype, layout
         self.k, self.s, self.p = k, s, p
-        if op == "avg2d":
+        if op in self.WINDOWED:
             s_ = s if s is not None else k
-            out = tuple((n + 2 * p - k) // s_ + 1 for n in shape[-2:])
+            nsp = 3 if op.endswith("3d") else 2
+            out = tuple((n + 2 * p - k) // s_ + 1 for n in shape[-nsp:])
         self.out = tuple(out)
         self.name = label or self._name()
 
@@ -75,11 +80,14 @@ class Case:
                "CL": "NDHWC" if len(self.shape) == 5 else "NHWC"}[self.layout]
         dt = {"float32": "f32", "float16": "f16", "bfloat16": "bf16",
               "float64": "f64"}[self.dtype]
-        if self.op == "avg2d":
+        if self.op in self.WINDOWED:
             par = f"k{self.k}s{self.s if self.s is not None else self.k}p{self.p}"
-            return f"avg_pool2d {dims} {par} {dt} {lay}"
+            op = {"avg2d": "avg_pool2d", "avg3d": "avg_pool3d", "max2d": "max_pool2d",
+                  "max3d": "max_pool3d"}[self.op]
+            return f"{op} {dims} {par} {dt} {lay}"
         to = "x".join(map(str, self.out))
-        op = {"aavg3d": "adaptive_avg_pool3d", "amax2d": "adaptive_max_pool2d"}[self.op]
+        op = {"aavg3d": "adaptive_avg_pool3d", "amax2d": "adaptive_max_pool2d",
+              "aavg2d": "adaptive_avg_pool2d", "amax3d": "adaptive_max_pool3d"}[self.op]
         return f"{op} {dims}->{to} {dt} {lay}"
 
 
@@ -114,6 +122,15 @@ def default_cases():
         Case(M, (32, 64, 113, 113), out=(7, 7)),
         Case(M, (32, 64, 112, 112), "bfloat16", out=(56, 56)),
         Case(M, (32, 64, 112, 112), "bfloat16", out=(56, 56), layout="CL"),
+        # the operators of SPEC section 6 (issue #57)
+        Case("avg3d", (8, 64, 16, 56, 56), k=3, s=2, p=1),
+        Case("avg3d", (8, 64, 16, 56, 56), "bfloat16", k=3, s=2, p=1),
+        Case("aavg2d", (64, 512, 14, 14), out=(7, 7)),
+        Case("amax3d", (4, 32, 16, 64, 64), out=(4, 8, 8)),
+        Case("max2d", (32, 64, 112, 112), k=3, s=2, p=1),
+        Case("max2d", (32, 64, 112, 112), k=3, s=2, p=1, layout="CL"),
+        Case("max2d", (32, 64, 112, 112), "bfloat16", k=3, s=2, p=1),
+        Case("max3d", (8, 64, 16, 56, 56), k=3, s=2, p=1),
     ]
 
 
@@ -169,9 +186,15 @@ class Data:
         self.gi = _layouted(case.shape, dt, case.layout)
         self.gi[...] = 0  # fault the pages in
         self.ind = None
-        if case.op == "amax2d":
+        if case.op in Case.INDEXED:
             x = _random(rng, case.shape, dt, case.layout)
-            _, ind = pg.adaptive_max_pool2d(x, case.out, return_indices=True)
+            if case.op == "amax2d":
+                _, ind = pg.adaptive_max_pool2d(x, case.out, return_indices=True)
+            elif case.op == "amax3d":
+                _, ind = pg.adaptive_max_pool3d(x, case.out, return_indices=True)
+            else:
+                fwd = pg.max_pool2d if case.op == "max2d" else pg.max_pool3d
+                _, ind = fwd(x, case.k, case.s, case.p, return_indices=True)
             del x
             self.ind = _layouted(oshape, np.int64, case.layout)
             self.ind[...] = ind
@@ -194,8 +217,21 @@ class Data:
         if c.op == "avg2d":
             return pg.AvgPool2dBackward(self.go, c.shape, c.k, c.s, c.p, False, True, 0,
                                         pg.KEEP_DTYPE, self.gi)
+        if c.op == "avg3d":
+            return pg.AvgPool3dBackward(self.go, c.shape, c.k, c.s, c.p, False, True, 0,
+                                        self.gi)
         if c.op == "aavg3d":
             return pg.AdaptiveAvgPool3dBackward(self.go, c.shape, self.gi)
+        if c.op == "aavg2d":
+            return pg.AdaptiveAvgPool2dBackward(self.go, c.shape, self.gi)
+        if c.op == "amax3d":
+            return pg.AdaptiveMaxPool3dBackward(self.go, c.shape, self.ind, self.gi)
+        if c.op == "max2d":
+            return pg.MaxPool2dWithIndicesBackward(self.go, c.shape, self.ind, c.k, c.s, c.p,
+                                                   1, False, self.gi)
+        if c.op == "max3d":
+            return pg.MaxPool3dWithArgmaxBackward(self.go, c.shape, self.ind, c.k, c.s, c.p,
+                                                  1, False, self.gi)
         return pg.AdaptiveMaxPool2dBackward(self.go, c.shape, self.ind, self.gi)
 
     def oneshot(self, n_threads=None):
@@ -203,8 +239,22 @@ class Data:
         if c.op == "avg2d":
             return pg.avg_pool2d_backward(self.go, c.shape, c.k, c.s, c.p,
                                           n_threads=n_threads)
+        if c.op == "avg3d":
+            return pg.avg_pool3d_backward(self.go, c.shape, c.k, c.s, c.p,
+                                          n_threads=n_threads)
         if c.op == "aavg3d":
             return pg.adaptive_avg_pool3d_backward(self.go, c.shape, n_threads=n_threads)
+        if c.op == "aavg2d":
+            return pg.adaptive_avg_pool2d_backward(self.go, c.shape, n_threads=n_threads)
+        if c.op == "amax3d":
+            return pg.adaptive_max_pool3d_backward(self.go, c.shape, self.ind,
+                                                   n_threads=n_threads)
+        if c.op == "max2d":
+            return pg.max_pool2d_with_indices_backward(self.go, c.shape, self.ind, c.k, c.s,
+                                                       c.p, n_threads=n_threads)
+        if c.op == "max3d":
+            return pg.max_pool3d_with_argmax_backward(self.go, c.shape, self.ind, c.k, c.s,
+                                                      c.p, n_threads=n_threads)
         return pg.adaptive_max_pool2d_backward(self.go, c.shape, self.ind,
                                                n_threads=n_threads)
 
@@ -223,15 +273,31 @@ class Data:
             tdt = go.dtype
         go = go.contiguous(memory_format=mf)
         x = torch.empty(c.shape, dtype=tdt, memory_format=mf)
-        if c.op == "avg2d":
-            s = c.s if c.s is not None else c.k
-            args = (go, x, [c.k, c.k], [s, s], [c.p, c.p], False, True, None)
-            fn = torch.ops.aten.avg_pool2d_backward
-            fn_out = torch.ops.aten.avg_pool2d_backward.grad_input
+        nsp = len(c.shape) - 2
+        s = c.s if c.s is not None else c.k
+        ind = (torch.from_numpy(self.ind).contiguous(memory_format=mf)
+               if self.ind is not None else None)
+        if c.op in ("avg2d", "avg3d"):
+            args = (go, x, [c.k] * nsp, [s] * nsp, [c.p] * nsp, False, True, None)
+            fn = getattr(torch.ops.aten, f"avg_pool{nsp}d_backward")
+            fn_out = fn.grad_input
         elif c.op == "aavg3d":
             args = (go, x)
             fn = torch.ops.aten._adaptive_avg_pool3d_backward
             fn_out = torch.ops.aten.adaptive_avg_pool3d_backward.grad_input
+        elif c.op == "aavg2d":
+            args = (go, x)
+            fn = torch.ops.aten._adaptive_avg_pool2d_backward
+            out_op = torch.ops.aten._adaptive_avg_pool2d_backward.out
+            fn_out = lambda *a, grad_input: out_op(*a, out=grad_input)  # noqa: E731
+        elif c.op == "amax3d":
+            args = (go, x, ind)
+            fn = torch.ops.aten.adaptive_max_pool3d_backward
+            fn_out = fn.grad_input
+        elif c.op in ("max2d", "max3d"):
+            args = (go, x, [c.k] * nsp, [s] * nsp, [c.p] * nsp, [1] * nsp, False, ind)
+            fn = getattr(torch.ops.aten, f"max_pool{nsp}d_with_indices_backward")
+            fn_out = fn.grad_input
         else:
             ind = torch.from_numpy(self.ind).contiguous(memory_format=mf)
             args = (go, x, ind)
@@ -476,7 +542,7 @@ def run_case(case, nthreads, timer, copier, torch_mod, rng):
     r["pg_gbps"] = data.nbytes / t / 1e9
     r["oneshot_ms"], r["oneshot_min_ms"] = timer.ms(data.oneshot)
 
-    if case.op == "amax2d":
+    if case.op in Case.INDEXED:
         kern = getattr(op, "_kernel", None)
         count = getattr(kern, "count_bad_indices", None)
         nt = r["auto_threads"] or nthreads
