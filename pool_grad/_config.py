@@ -3,6 +3,7 @@ import ctypes
 import os
 import platform
 import sys
+from typing import IO, Any
 
 from . import _kernels, _threads
 
@@ -97,7 +98,7 @@ def _openmp_spec(version):
     return _OPENMP_SPECS.get(version, str(version)) if version else "none"
 
 
-def config():
+def config() -> dict[str, Any]:
     """The build and runtime facts that show_config prints, as a dict."""
     import ml_dtypes
     import numpy
@@ -121,7 +122,7 @@ def config():
     }
 
 
-def show_config(file=None):
+def show_config(file: IO[str] | None = None) -> None:
     """Print the version, OpenMP runtime and threads, compiler and flags of this build,
     and the numpy and ml_dtypes versions."""
     c = config()

@@ -14,10 +14,10 @@ USE_HF32 = 3
 class AclnnError(Exception):
     """An aclnn status other than ACLNN_SUCCESS; ``code`` is the aclnn number."""
 
-    code = None
-    name = None
+    code: int = 0
+    name: str = ""
 
-    def __init__(self, message):
+    def __init__(self, message: str) -> None:
         super().__init__(f"{self.name} ({self.code}): {message}")
         self.message = message
 

@@ -3,6 +3,8 @@
 The per-call work (thread count, workspace, scratch) lives in the Cython kernel object
 (pyx/_kernels.pyx, PlannedKernel.run) so that executing a planned call costs about a
 microsecond of Python."""
+from typing import Any
+
 from . import _plan, _threads
 from ._errors import invalid
 from ._stream import Stream
@@ -16,7 +18,7 @@ class Operator:
     _workspace_size = 0
     _params = ()   # the planned parameters that repr shows after the arrays
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         items = [f"{name}={a.dtype.name}{a.shape}" for name, a in (
             (n, getattr(self, n, None)) for n in ("grad_output", "indices", "grad_input"))
             if a is not None]
@@ -31,13 +33,14 @@ class Operator:
             kernel.extents = [_plan.byte_span(a) for a in arrays]
 
     @property
-    def workspace_size(self):
+    def workspace_size(self) -> int:
         """Bytes of workspace `execute` needs, for the thread count at planning (0 when
         the call needs none).  Asked for more threads, execute uses as many as the given
         workspace holds scratch for."""
         return self._workspace_size
 
-    def execute(self, workspace=None, stream=None, n_threads=None):
+    def execute(self, workspace: Any = None, stream: Stream | None = None,
+                n_threads: int | None = None) -> None:
         """Fill grad_input; it may run again after the arrays' contents change.
 
         Parameters

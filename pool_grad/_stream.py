@@ -30,7 +30,7 @@ class Stream:
     for an example.
     """
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._jobs = queue.Queue()
         self._errors = []
         self._lock = threading.Lock()
@@ -46,7 +46,7 @@ class Stream:
                 weakref.finalize(self, self._jobs.put, None)
         self._jobs.put(job)
 
-    def synchronize(self):
+    def synchronize(self) -> None:
         """Wait until every submitted job has run; raise the first error since the last
         synchronize, if any."""
         done = threading.Event()
@@ -59,5 +59,5 @@ class Stream:
         if errors:
             raise errors[0]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"<pool_grad.Stream pending={self._jobs.unfinished_tasks}>"

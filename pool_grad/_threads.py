@@ -29,7 +29,7 @@ CPU_COUNT = _cpu_count()
 _kernels._set_thread_defaults(0, CPU_COUNT)
 
 
-def set_num_threads(n):
+def set_num_threads(n: int | None) -> None:
     """Set the default number of threads of every pool_grad call.
 
     Parameters
@@ -57,7 +57,7 @@ def set_num_threads(n):
     _kernels._set_thread_defaults(_user_threads or 0, CPU_COUNT)   # the kernels' copy
 
 
-def get_num_threads():
+def get_num_threads() -> int:
     """The number of threads a large call uses when its n_threads is None: the value of
     `set_num_threads`, else the OpenMP runtime's (``OMP_NUM_THREADS``, threadpoolctl's
     limits) capped at the CPUs this process may use."""

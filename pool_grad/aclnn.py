@@ -18,6 +18,8 @@ stream argument is None (run now) or a `pool_grad.Stream`.
 0.0625
 """
 from ._errors import ACLNN_SUCCESS, invalid
+from ._stream import Stream
+from ._typing import Any, Array, ArrayLike, Ints, XLike
 from .ops import (AdaptiveAvgPool2dBackward, AdaptiveAvgPool3dBackward,
                   AdaptiveMaxPool2dBackward, AdaptiveMaxPool3dBackward, AvgPool2dBackward,
                   AvgPool3dBackward, MaxPool2dWithIndicesBackward, MaxPool3dWithArgmaxBackward)
@@ -47,9 +49,13 @@ def _launch(kind, workspace, workspace_size, executor, stream):
     return ACLNN_SUCCESS
 
 
-def aclnnAvgPool2dBackwardGetWorkspaceSize(gradOutput, self, kernelSize, stride, padding,
-                                           ceilMode, countIncludePad, divisorOverride,
-                                           cubeMathType, gradInput):
+def aclnnAvgPool2dBackwardGetWorkspaceSize(gradOutput: ArrayLike, self: XLike,
+                                           kernelSize: Ints, stride: Ints | None,
+                                           padding: Ints, ceilMode: bool,
+                                           countIncludePad: bool,
+                                           divisorOverride: int | None, cubeMathType: int,
+                                           gradInput: Array
+                                           ) -> tuple[int, AvgPool2dBackward]:
     """Validate and plan (`AvgPool2dBackward`'s arguments, C order and names); returns
     ``(workspace_size, executor)``."""
     op = AvgPool2dBackward(gradOutput, self, kernelSize, stride, padding, ceilMode,
@@ -57,39 +63,51 @@ def aclnnAvgPool2dBackwardGetWorkspaceSize(gradOutput, self, kernelSize, stride,
     return op.workspace_size, op
 
 
-def aclnnAvgPool2dBackward(workspace, workspaceSize, executor, stream):
+def aclnnAvgPool2dBackward(workspace: Any, workspaceSize: int, executor: AvgPool2dBackward,
+                           stream: Stream | None) -> int:
     """Run the executor into its gradInput; returns ACLNN_SUCCESS (0)."""
     return _launch(AvgPool2dBackward, workspace, workspaceSize, executor, stream)
 
 
-def aclnnAdaptiveAvgPool3dBackwardGetWorkspaceSize(gradOutput, self, out):
+def aclnnAdaptiveAvgPool3dBackwardGetWorkspaceSize(gradOutput: ArrayLike, self: XLike,
+                                                   out: Array
+                                                   ) -> tuple[int, AdaptiveAvgPool3dBackward]:
     """Validate and plan (`AdaptiveAvgPool3dBackward`'s arguments); returns
     ``(workspace_size, executor)``."""
     op = AdaptiveAvgPool3dBackward(gradOutput, self, out)
     return op.workspace_size, op
 
 
-def aclnnAdaptiveAvgPool3dBackward(workspace, workspaceSize, executor, stream):
+def aclnnAdaptiveAvgPool3dBackward(workspace: Any, workspaceSize: int,
+                                   executor: AdaptiveAvgPool3dBackward,
+                                   stream: Stream | None) -> int:
     """Run the executor into its out; returns ACLNN_SUCCESS (0)."""
     return _launch(AdaptiveAvgPool3dBackward, workspace, workspaceSize, executor, stream)
 
 
-def aclnnAdaptiveMaxPool2dBackwardGetWorkspaceSize(gradOutput, self, indices, gradInput):
+def aclnnAdaptiveMaxPool2dBackwardGetWorkspaceSize(gradOutput: ArrayLike, self: XLike,
+                                                   indices: ArrayLike, gradInput: Array
+                                                   ) -> tuple[int, AdaptiveMaxPool2dBackward]:
     """Validate and plan (`AdaptiveMaxPool2dBackward`'s arguments); returns
     ``(workspace_size, executor)``."""
     op = AdaptiveMaxPool2dBackward(gradOutput, self, indices, gradInput)
     return op.workspace_size, op
 
 
-def aclnnAdaptiveMaxPool2dBackward(workspace, workspaceSize, executor, stream):
+def aclnnAdaptiveMaxPool2dBackward(workspace: Any, workspaceSize: int,
+                                   executor: AdaptiveMaxPool2dBackward,
+                                   stream: Stream | None) -> int:
     """Run the executor into its gradInput (an index outside its plane raises
     ParamInvalidError, 161002, and writes nothing); returns ACLNN_SUCCESS (0)."""
     return _launch(AdaptiveMaxPool2dBackward, workspace, workspaceSize, executor, stream)
 
 
-def aclnnAvgPool3dBackwardGetWorkspaceSize(gradOutput, self, kernelSize, stride, padding,
-                                           ceilMode, countIncludePad, divisorOverride,
-                                           output):
+def aclnnAvgPool3dBackwardGetWorkspaceSize(gradOutput: ArrayLike, self: XLike,
+                                           kernelSize: Ints, stride: Ints | None,
+                                           padding: Ints, ceilMode: bool,
+                                           countIncludePad: bool,
+                                           divisorOverride: int | None, output: Array
+                                           ) -> tuple[int, AvgPool3dBackward]:
     """Validate and plan (`AvgPool3dBackward`'s arguments, C order and names); returns
     ``(workspace_size, executor)``."""
     op = AvgPool3dBackward(gradOutput, self, kernelSize, stride, padding, ceilMode,
@@ -97,39 +115,51 @@ def aclnnAvgPool3dBackwardGetWorkspaceSize(gradOutput, self, kernelSize, stride,
     return op.workspace_size, op
 
 
-def aclnnAvgPool3dBackward(workspace, workspaceSize, executor, stream):
+def aclnnAvgPool3dBackward(workspace: Any, workspaceSize: int, executor: AvgPool3dBackward,
+                           stream: Stream | None) -> int:
     """Run the executor into its output; returns ACLNN_SUCCESS (0)."""
     return _launch(AvgPool3dBackward, workspace, workspaceSize, executor, stream)
 
 
-def aclnnAdaptiveAvgPool2dBackwardGetWorkspaceSize(gradOutput, self, out):
+def aclnnAdaptiveAvgPool2dBackwardGetWorkspaceSize(gradOutput: ArrayLike, self: XLike,
+                                                   out: Array
+                                                   ) -> tuple[int, AdaptiveAvgPool2dBackward]:
     """Validate and plan (`AdaptiveAvgPool2dBackward`'s arguments); returns
     ``(workspace_size, executor)``."""
     op = AdaptiveAvgPool2dBackward(gradOutput, self, out)
     return op.workspace_size, op
 
 
-def aclnnAdaptiveAvgPool2dBackward(workspace, workspaceSize, executor, stream):
+def aclnnAdaptiveAvgPool2dBackward(workspace: Any, workspaceSize: int,
+                                   executor: AdaptiveAvgPool2dBackward,
+                                   stream: Stream | None) -> int:
     """Run the executor into its out; returns ACLNN_SUCCESS (0)."""
     return _launch(AdaptiveAvgPool2dBackward, workspace, workspaceSize, executor, stream)
 
 
-def aclnnAdaptiveMaxPool3dBackwardGetWorkspaceSize(gradOutput, self, indices, gradInput):
+def aclnnAdaptiveMaxPool3dBackwardGetWorkspaceSize(gradOutput: ArrayLike, self: XLike,
+                                                   indices: ArrayLike, gradInput: Array
+                                                   ) -> tuple[int, AdaptiveMaxPool3dBackward]:
     """Validate and plan (`AdaptiveMaxPool3dBackward`'s arguments); returns
     ``(workspace_size, executor)``."""
     op = AdaptiveMaxPool3dBackward(gradOutput, self, indices, gradInput)
     return op.workspace_size, op
 
 
-def aclnnAdaptiveMaxPool3dBackward(workspace, workspaceSize, executor, stream):
+def aclnnAdaptiveMaxPool3dBackward(workspace: Any, workspaceSize: int,
+                                   executor: AdaptiveMaxPool3dBackward,
+                                   stream: Stream | None) -> int:
     """Run the executor into its gradInput (an index outside its volume raises
     ParamInvalidError, 161002, and writes nothing); returns ACLNN_SUCCESS (0)."""
     return _launch(AdaptiveMaxPool3dBackward, workspace, workspaceSize, executor, stream)
 
 
-def aclnnMaxPool2dWithIndicesBackwardGetWorkspaceSize(gradOutput, self, indices, kernelSize,
-                                                      stride, padding, dilation, ceilMode,
-                                                      gradInput):
+def aclnnMaxPool2dWithIndicesBackwardGetWorkspaceSize(gradOutput: ArrayLike, self: XLike,
+                                                      indices: ArrayLike, kernelSize: Ints,
+                                                      stride: Ints | None, padding: Ints,
+                                                      dilation: Ints, ceilMode: bool,
+                                                      gradInput: Array
+                                                      ) -> tuple[int, MaxPool2dWithIndicesBackward]:
     """Validate and plan (`MaxPool2dWithIndicesBackward`'s arguments); returns
     ``(workspace_size, executor)``."""
     op = MaxPool2dWithIndicesBackward(gradOutput, self, indices, kernelSize, stride, padding,
@@ -137,15 +167,20 @@ def aclnnMaxPool2dWithIndicesBackwardGetWorkspaceSize(gradOutput, self, indices,
     return op.workspace_size, op
 
 
-def aclnnMaxPool2dWithIndicesBackward(workspace, workspaceSize, executor, stream):
+def aclnnMaxPool2dWithIndicesBackward(workspace: Any, workspaceSize: int,
+                                      executor: MaxPool2dWithIndicesBackward,
+                                      stream: Stream | None) -> int:
     """Run the executor into its gradInput (an index outside its plane raises
     ParamInvalidError, 161002, and writes nothing); returns ACLNN_SUCCESS (0)."""
     return _launch(MaxPool2dWithIndicesBackward, workspace, workspaceSize, executor, stream)
 
 
-def aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(gradOutput, self, indices, kernelSize,
-                                                     stride, padding, dilation, ceilMode,
-                                                     gradInput):
+def aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(gradOutput: ArrayLike, self: XLike,
+                                                     indices: ArrayLike, kernelSize: Ints,
+                                                     stride: Ints | None, padding: Ints,
+                                                     dilation: Ints, ceilMode: bool,
+                                                     gradInput: Array
+                                                     ) -> tuple[int, MaxPool3dWithArgmaxBackward]:
     """Validate and plan (`MaxPool3dWithArgmaxBackward`'s arguments); returns
     ``(workspace_size, executor)``."""
     op = MaxPool3dWithArgmaxBackward(gradOutput, self, indices, kernelSize, stride, padding,
@@ -153,7 +188,9 @@ def aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(gradOutput, self, indices, 
     return op.workspace_size, op
 
 
-def aclnnMaxPool3dWithArgmaxBackward(workspace, workspaceSize, executor, stream):
+def aclnnMaxPool3dWithArgmaxBackward(workspace: Any, workspaceSize: int,
+                                     executor: MaxPool3dWithArgmaxBackward,
+                                     stream: Stream | None) -> int:
     """Run the executor into its gradInput (an index outside its volume raises
     ParamInvalidError, 161002, and writes nothing); returns ACLNN_SUCCESS (0)."""
     return _launch(MaxPool3dWithArgmaxBackward, workspace, workspaceSize, executor, stream)

@@ -1,11 +1,14 @@
 """Forward companions with PyTorch's CPU semantics, so that the package is self-contained:
 the max-pool gradients need the forward's indices, and tests need forwards without torch.
 Every forward pools over (D, H, W) with one kernel per kind (a 2-D pooling has D = 1)."""
+from typing import Literal, overload
+
 import numpy as np
 
 from . import _kernels, _plan, _threads
 from . import _validate as v
 from ._errors import invalid
+from ._typing import Array, ArrayLike, Ints, OutputSize
 
 
 def _input(x, ranks, no_zero):
@@ -68,8 +71,9 @@ def _avg_pool(x, n, kernel_size, stride, padding, ceil_mode, count_include_pad,
     return _run(_kernels.avg_forward, x, x.shape[:-n] + outs, n, tables, div)
 
 
-def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
-               count_include_pad=True, divisor_override=0):
+def avg_pool2d(x: ArrayLike, kernel_size: Ints, stride: Ints | None = None, padding: Ints = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = 0) -> Array:
     """2-D average pooling of a (C, H, W) or (N, C, H, W) array (PyTorch's avg_pool2d).
 
     Parameters
@@ -97,8 +101,9 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
                      divisor_override)
 
 
-def avg_pool3d(x, kernel_size, stride=None, padding=0, ceil_mode=False,
-               count_include_pad=True, divisor_override=0):
+def avg_pool3d(x: ArrayLike, kernel_size: Ints, stride: Ints | None = None, padding: Ints = 0,
+               ceil_mode: bool = False, count_include_pad: bool = True,
+               divisor_override: int | None = 0) -> Array:
     """3-D average pooling of a (C, D, H, W) or (N, C, D, H, W) array (PyTorch's
     avg_pool3d).
 
@@ -140,7 +145,7 @@ def _adaptive_avg(x, n, output_size):
     return _run(_kernels.avg_forward, x, x.shape[:-n] + outs, n, tables, div)
 
 
-def adaptive_avg_pool2d(x, output_size):
+def adaptive_avg_pool2d(x: ArrayLike, output_size: OutputSize) -> Array:
     """2-D adaptive average pooling of a (C, H, W) or (N, C, H, W) array (PyTorch's
     adaptive_avg_pool2d).
 
@@ -169,7 +174,7 @@ def adaptive_avg_pool2d(x, output_size):
     return _adaptive_avg(x, 2, output_size)
 
 
-def adaptive_avg_pool3d(x, output_size):
+def adaptive_avg_pool3d(x: ArrayLike, output_size: OutputSize) -> Array:
     """3-D adaptive average pooling of a (C, D, H, W) or (N, C, D, H, W) array
     (PyTorch's adaptive_avg_pool3d).
 
@@ -222,7 +227,23 @@ def _flag(value):
     return v.flag(value, "return_indices")
 
 
-def adaptive_max_pool2d(x, output_size, return_indices=False):
+@overload
+def adaptive_max_pool2d(x: ArrayLike, output_size: OutputSize,
+                        return_indices: Literal[True]) -> tuple[Array, Array]: ...
+
+
+@overload
+def adaptive_max_pool2d(x: ArrayLike, output_size: OutputSize,
+                        return_indices: Literal[False] = ...) -> Array: ...
+
+
+@overload
+def adaptive_max_pool2d(x: ArrayLike, output_size: OutputSize,
+                        return_indices: bool = ...) -> Array | tuple[Array, Array]: ...
+
+
+def adaptive_max_pool2d(x: ArrayLike, output_size: OutputSize, return_indices: bool = False
+                        ) -> Array | tuple[Array, Array]:
     """2-D adaptive max pooling of a (C, H, W) or (N, C, H, W) array (PyTorch's
     adaptive_max_pool2d).
 
@@ -259,7 +280,23 @@ def adaptive_max_pool2d(x, output_size, return_indices=False):
     return _adaptive_max(x, 2, output_size, return_indices)
 
 
-def adaptive_max_pool3d(x, output_size, return_indices=False):
+@overload
+def adaptive_max_pool3d(x: ArrayLike, output_size: OutputSize,
+                        return_indices: Literal[True]) -> tuple[Array, Array]: ...
+
+
+@overload
+def adaptive_max_pool3d(x: ArrayLike, output_size: OutputSize,
+                        return_indices: Literal[False] = ...) -> Array: ...
+
+
+@overload
+def adaptive_max_pool3d(x: ArrayLike, output_size: OutputSize,
+                        return_indices: bool = ...) -> Array | tuple[Array, Array]: ...
+
+
+def adaptive_max_pool3d(x: ArrayLike, output_size: OutputSize, return_indices: bool = False
+                        ) -> Array | tuple[Array, Array]:
     """3-D adaptive max pooling of a (C, D, H, W) or (N, C, D, H, W) array (PyTorch's
     adaptive_max_pool3d).
 
@@ -305,8 +342,27 @@ def _max_pool(x, n, kernel_size, stride, padding, dilation, ceil_mode, return_in
     return (y, ind) if _flag(return_indices) else y
 
 
-def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-               return_indices=False):
+@overload
+def max_pool2d(x: ArrayLike, kernel_size: Ints, stride: Ints | None = ...,
+               padding: Ints = ..., dilation: Ints = ..., ceil_mode: bool = ..., *,
+               return_indices: Literal[True]) -> tuple[Array, Array]: ...
+
+
+@overload
+def max_pool2d(x: ArrayLike, kernel_size: Ints, stride: Ints | None = ...,
+               padding: Ints = ..., dilation: Ints = ..., ceil_mode: bool = ...,
+               return_indices: Literal[False] = ...) -> Array: ...
+
+
+@overload
+def max_pool2d(x: ArrayLike, kernel_size: Ints, stride: Ints | None = ...,
+               padding: Ints = ..., dilation: Ints = ..., ceil_mode: bool = ...,
+               return_indices: bool = ...) -> Array | tuple[Array, Array]: ...
+
+
+def max_pool2d(x: ArrayLike, kernel_size: Ints, stride: Ints | None = None, padding: Ints = 0,
+               dilation: Ints = 1, ceil_mode: bool = False, return_indices: bool = False
+               ) -> Array | tuple[Array, Array]:
     """2-D max pooling of a (C, H, W) or (N, C, H, W) array (PyTorch's max_pool2d).
 
     Parameters
@@ -340,8 +396,27 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
                      return_indices)
 
 
-def max_pool3d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
-               return_indices=False):
+@overload
+def max_pool3d(x: ArrayLike, kernel_size: Ints, stride: Ints | None = ...,
+               padding: Ints = ..., dilation: Ints = ..., ceil_mode: bool = ..., *,
+               return_indices: Literal[True]) -> tuple[Array, Array]: ...
+
+
+@overload
+def max_pool3d(x: ArrayLike, kernel_size: Ints, stride: Ints | None = ...,
+               padding: Ints = ..., dilation: Ints = ..., ceil_mode: bool = ...,
+               return_indices: Literal[False] = ...) -> Array: ...
+
+
+@overload
+def max_pool3d(x: ArrayLike, kernel_size: Ints, stride: Ints | None = ...,
+               padding: Ints = ..., dilation: Ints = ..., ceil_mode: bool = ...,
+               return_indices: bool = ...) -> Array | tuple[Array, Array]: ...
+
+
+def max_pool3d(x: ArrayLike, kernel_size: Ints, stride: Ints | None = None, padding: Ints = 0,
+               dilation: Ints = 1, ceil_mode: bool = False, return_indices: bool = False
+               ) -> Array | tuple[Array, Array]:
     """3-D max pooling of a (C, D, H, W) or (N, C, D, H, W) array (PyTorch's max_pool3d).
 
     Parameters

@@ -10,6 +10,7 @@ accept a call the checks would refuse.
 import numpy as np
 
 from . import _threads
+from ._typing import Array, ArrayLike, Ints, XLike
 from ._errors import ParamInvalidError
 from . import _validate as v
 from .ops import (AdaptiveAvgPool2dBackward, AdaptiveAvgPool3dBackward,
@@ -115,9 +116,11 @@ def _out_key(out):
     return _array_key(out)
 
 
-def avg_pool2d_backward(grad_output, x, kernel_size, stride=None, padding=0, *,
-                        ceil_mode=False, count_include_pad=True, divisor_override=0,
-                        cube_math_type=0, out=None, n_threads=None):
+def avg_pool2d_backward(grad_output: ArrayLike, x: XLike, kernel_size: Ints,
+                        stride: Ints | None = None, padding: Ints = 0, *,
+                        ceil_mode: bool = False, count_include_pad: bool = True,
+                        divisor_override: int | None = 0, cube_math_type: int = 0,
+                        out: Array | None = None, n_threads: int | None = None) -> Array:
     """Gradient of 2-D average pooling with respect to its input (aclnnAvgPool2dBackward).
 
     Parameters
@@ -228,7 +231,9 @@ def avg_pool2d_backward(grad_output, x, kernel_size, stride=None, padding=0, *,
     return _call(key, make_op, grad_output, x, None, out, n_threads)
 
 
-def adaptive_avg_pool3d_backward(grad_output, x, *, out=None, n_threads=None):
+def adaptive_avg_pool3d_backward(grad_output: ArrayLike, x: XLike, *,
+                                 out: Array | None = None, n_threads: int | None = None
+                                 ) -> Array:
     """Gradient of 3-D adaptive average pooling (aclnnAdaptiveAvgPool3dBackward).
 
     Parameters
@@ -296,7 +301,9 @@ def adaptive_avg_pool3d_backward(grad_output, x, *, out=None, n_threads=None):
     return _call(key, make_op, grad_output, x, None, out, n_threads)
 
 
-def adaptive_max_pool2d_backward(grad_output, x, indices, *, out=None, n_threads=None):
+def adaptive_max_pool2d_backward(grad_output: ArrayLike, x: XLike, indices: ArrayLike, *,
+                                 out: Array | None = None, n_threads: int | None = None
+                                 ) -> Array:
     """Gradient of 2-D adaptive max pooling: grad_output scattered to the forward's
     argmax ``indices`` (aclnnAdaptiveMaxPool2dBackward).
 
@@ -379,9 +386,11 @@ def adaptive_max_pool2d_backward(grad_output, x, indices, *, out=None, n_threads
     return _call(key, make_op, grad_output, x, indices, out, n_threads)
 
 
-def avg_pool3d_backward(grad_output, x, kernel_size, stride=None, padding=0, *,
-                        ceil_mode=False, count_include_pad=True, divisor_override=0,
-                        out=None, n_threads=None):
+def avg_pool3d_backward(grad_output: ArrayLike, x: XLike, kernel_size: Ints,
+                        stride: Ints | None = None, padding: Ints = 0, *,
+                        ceil_mode: bool = False, count_include_pad: bool = True,
+                        divisor_override: int | None = 0, out: Array | None = None,
+                        n_threads: int | None = None) -> Array:
     """Gradient of 3-D average pooling with respect to its input (aclnnAvgPool3dBackward).
 
     Parameters
@@ -455,7 +464,9 @@ def avg_pool3d_backward(grad_output, x, kernel_size, stride=None, padding=0, *,
     return _call(key, make_op, grad_output, x, None, out, n_threads)
 
 
-def adaptive_avg_pool2d_backward(grad_output, x, *, out=None, n_threads=None):
+def adaptive_avg_pool2d_backward(grad_output: ArrayLike, x: XLike, *,
+                                 out: Array | None = None, n_threads: int | None = None
+                                 ) -> Array:
     """Gradient of 2-D adaptive average pooling (aclnnAdaptiveAvgPool2dBackward).
 
     Parameters
@@ -516,7 +527,9 @@ def adaptive_avg_pool2d_backward(grad_output, x, *, out=None, n_threads=None):
     return _call(key, make_op, grad_output, x, None, out, n_threads)
 
 
-def adaptive_max_pool3d_backward(grad_output, x, indices, *, out=None, n_threads=None):
+def adaptive_max_pool3d_backward(grad_output: ArrayLike, x: XLike, indices: ArrayLike, *,
+                                 out: Array | None = None, n_threads: int | None = None
+                                 ) -> Array:
     """Gradient of 3-D adaptive max pooling: grad_output scattered to the forward's
     argmax ``indices`` (aclnnAdaptiveMaxPool3dBackward).
 
@@ -585,9 +598,11 @@ def _max_pool_key(name, grad_output, x, indices, out, kernel_size, stride, paddi
         return None
 
 
-def max_pool2d_with_indices_backward(grad_output, x, indices, kernel_size, stride=None,
-                                     padding=0, dilation=1, *, ceil_mode=False, out=None,
-                                     n_threads=None):
+def max_pool2d_with_indices_backward(grad_output: ArrayLike, x: XLike, indices: ArrayLike,
+                                     kernel_size: Ints, stride: Ints | None = None,
+                                     padding: Ints = 0, dilation: Ints = 1, *,
+                                     ceil_mode: bool = False, out: Array | None = None,
+                                     n_threads: int | None = None) -> Array:
     """Gradient of 2-D max pooling: grad_output scattered to the forward's argmax
     ``indices`` (aclnnMaxPool2dWithIndicesBackward).
 
@@ -662,9 +677,11 @@ def max_pool2d_with_indices_backward(grad_output, x, indices, kernel_size, strid
     return _call(key, make_op, grad_output, x, indices, out, n_threads)
 
 
-def max_pool3d_with_argmax_backward(grad_output, x, indices, kernel_size, stride=None,
-                                    padding=0, dilation=1, *, ceil_mode=False, out=None,
-                                    n_threads=None):
+def max_pool3d_with_argmax_backward(grad_output: ArrayLike, x: XLike, indices: ArrayLike,
+                                    kernel_size: Ints, stride: Ints | None = None,
+                                    padding: Ints = 0, dilation: Ints = 1, *,
+                                    ceil_mode: bool = False, out: Array | None = None,
+                                    n_threads: int | None = None) -> Array:
     """Gradient of 3-D max pooling: grad_output scattered to the forward's argmax
     ``indices`` (aclnnMaxPool3dWithArgmaxBackward).
 

@@ -11,6 +11,7 @@ from . import _kernels, _plan, _threads
 from . import _validate as v
 from ._errors import (ALLOW_FP32_DOWN_PRECISION, KEEP_DTYPE, USE_FP16, USE_HF32, invalid)
 from ._execute import Operator
+from ._typing import Array, ArrayLike, Ints, XLike
 
 _ROUND_NONE, _ROUND_HF32, _ROUND_FP16 = 0, 1, 2
 
@@ -265,9 +266,10 @@ divisor_override, cube_math_type
 
     _params = _AvgPoolBackward._params + ("cube_math_type",)
 
-    def __init__(self, grad_output, x, kernel_size, stride, padding, ceil_mode=False,
-                 count_include_pad=True, divisor_override=0, cube_math_type=KEEP_DTYPE,
-                 grad_input=None):
+    def __init__(self, grad_output: ArrayLike, x: XLike, kernel_size: Ints,
+                 stride: Ints | None, padding: Ints, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override: int | None = 0,
+                 cube_math_type: int = KEEP_DTYPE, grad_input: Array | None = None) -> None:
         def check(dt):
             cube = v.int_param(cube_math_type, "cube_math_type")
             if cube not in (KEEP_DTYPE, ALLOW_FP32_DOWN_PRECISION, USE_FP16, USE_HF32):
@@ -320,8 +322,10 @@ divisor_override
 
     _n = 3
 
-    def __init__(self, grad_output, x, kernel_size, stride, padding, ceil_mode=False,
-                 count_include_pad=True, divisor_override=0, grad_input=None):
+    def __init__(self, grad_output: ArrayLike, x: XLike, kernel_size: Ints,
+                 stride: Ints | None, padding: Ints, ceil_mode: bool = False,
+                 count_include_pad: bool = True, divisor_override: int | None = 0,
+                 grad_input: Array | None = None) -> None:
         self._setup(grad_output, x, grad_input, kernel_size, stride, padding, ceil_mode,
                     count_include_pad, divisor_override)
 
@@ -332,7 +336,7 @@ class _AdaptiveAvgPoolBackward(Operator):
 
     _n = 3
 
-    def __init__(self, grad_output, x, grad_input):
+    def __init__(self, grad_output: ArrayLike, x: XLike, grad_input: Array | None) -> None:
         n = self._n
         go, xs, gi, dt = _common_arrays(grad_output, x, grad_input, (n + 1, n + 2),
                                         "grad_output", "x", "grad_input")
@@ -590,7 +594,8 @@ class AdaptiveMaxPool2dBackward(_MaxPoolBackward):
      [0.     0.4757]]
     """
 
-    def __init__(self, grad_output, x, indices, grad_input):
+    def __init__(self, grad_output: ArrayLike, x: XLike, indices: ArrayLike,
+                 grad_input: Array | None) -> None:
         self._setup(grad_output, x, indices, grad_input)
 
 
@@ -633,7 +638,8 @@ class AdaptiveMaxPool3dBackward(_MaxPoolBackward):
 
     _n = 3
 
-    def __init__(self, grad_output, x, indices, grad_input):
+    def __init__(self, grad_output: ArrayLike, x: XLike, indices: ArrayLike,
+                 grad_input: Array | None) -> None:
         self._setup(grad_output, x, indices, grad_input)
 
 
@@ -683,8 +689,9 @@ class MaxPool2dWithIndicesBackward(_MaxPoolBackward):
     _empty_ok = "n"
     _params = ("kernel_size", "stride", "padding", "dilation", "ceil_mode")
 
-    def __init__(self, grad_output, x, indices, kernel_size, stride, padding, dilation=1,
-                 ceil_mode=False, grad_input=None):
+    def __init__(self, grad_output: ArrayLike, x: XLike, indices: ArrayLike,
+                 kernel_size: Ints, stride: Ints | None, padding: Ints, dilation: Ints = 1,
+                 ceil_mode: bool = False, grad_input: Array | None = None) -> None:
         self._setup(grad_output, x, indices, grad_input,
                     (kernel_size, stride, padding, dilation, ceil_mode))
 
@@ -732,7 +739,8 @@ class MaxPool3dWithArgmaxBackward(_MaxPoolBackward):
     _empty_ok = "none"
     _params = ("kernel_size", "stride", "padding", "dilation", "ceil_mode")
 
-    def __init__(self, grad_output, x, indices, kernel_size, stride, padding, dilation=1,
-                 ceil_mode=False, grad_input=None):
+    def __init__(self, grad_output: ArrayLike, x: XLike, indices: ArrayLike,
+                 kernel_size: Ints, stride: Ints | None, padding: Ints, dilation: Ints = 1,
+                 ceil_mode: bool = False, grad_input: Array | None = None) -> None:
         self._setup(grad_output, x, indices, grad_input,
                     (kernel_size, stride, padding, dilation, ceil_mode))

@@ -92,8 +92,12 @@ def test_installed_files_are_the_package_and_its_openmp_runtime_only():
     top = {f.parts[0] for f in dist.files if not f.parts[0].endswith(".dist-info")}
     assert top <= {"pool_grad", "pool_grad.libs"}, top
     shipped = [f for f in dist.files if f.parts[0] == "pool_grad"]
-    # .dylib: delocate's pool_grad/.dylibs/libomp.dylib on macOS
-    assert {f.suffix for f in shipped} <= {".py", ".pyc", ".so", ".pyd", ".dylib"}, shipped
+    # .dylib: delocate's pool_grad/.dylibs/libomp.dylib on macOS; py.typed and the
+    # extension's .pyi stub: the type information (PEP 561)
+    assert {f.suffix for f in shipped} <= {".py", ".pyc", ".so", ".pyd", ".dylib", ".pyi",
+                                           ".typed"}, shipped
+    assert any(f.name == "py.typed" for f in shipped)
+    assert any(f.name == "_kernels.pyi" for f in shipped)
     assert any(f.name.startswith("_kernels.") and f.suffix in (".so", ".pyd") for f in shipped)
     assert any(f.name == "_build_info.py" for f in shipped)
 
