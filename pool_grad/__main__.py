@@ -1,5 +1,6 @@
 """python -m pool_grad: the worked example of every operator (SPEC sections 5 and 6), then
-realistic timings on built-in data."""
+realistic timings on built-in data.  ``python -m pool_grad golden ...`` writes CANN golden
+data instead (pool_grad.golden)."""
 import sys
 import time
 
@@ -109,6 +110,10 @@ def timings():
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["golden"]:
+        # python -m pool_grad golden aclnn<Name> ...: CANN golden data (pool_grad.golden)
+        from pool_grad.golden import main as golden_main
+        return golden_main(argv[1:])
     print(f"pool_grad {pg.__version__}")
     examples()
     if "--no-timing" not in argv:

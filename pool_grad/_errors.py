@@ -21,6 +21,11 @@ class AclnnError(Exception):
         super().__init__(f"{self.name} ({self.code}): {message}")
         self.message = message
 
+    def __reduce__(self):  # type: ignore[no-untyped-def]
+        # rebuilt from the bare message (args holds the prefixed one): an error pickled
+        # to another process (dask.distributed, multiprocessing) reads the same there
+        return type(self), (self.message,), self.__dict__
+
 
 class ParamNullptrError(AclnnError, TypeError):
     """A required argument was None (aclnn's null pointer)."""
