@@ -7,14 +7,21 @@ import numpy as np
 import pytest
 
 import pool_grad as pg
-from pool_grad import _threads, aclnn, forward, functions, ops
+from pool_grad import _threads, aclnn, forward, functions, golden, ops
 
-MODULES = [functions, ops, forward, _threads, aclnn]
+MODULES = [functions, ops, forward, _threads, aclnn, golden]
 
 DOCUMENTED = [
     pg.avg_pool2d_backward, pg.adaptive_avg_pool3d_backward, pg.adaptive_max_pool2d_backward,
     pg.AvgPool2dBackward, pg.AdaptiveAvgPool3dBackward, pg.AdaptiveMaxPool2dBackward,
     pg.avg_pool2d, pg.adaptive_avg_pool3d, pg.adaptive_max_pool2d, pg.set_num_threads,
+    # SPEC section 6
+    pg.avg_pool3d_backward, pg.adaptive_avg_pool2d_backward, pg.adaptive_max_pool3d_backward,
+    pg.max_pool2d_with_indices_backward, pg.max_pool3d_with_argmax_backward,
+    pg.AvgPool3dBackward, pg.AdaptiveAvgPool2dBackward, pg.AdaptiveMaxPool3dBackward,
+    pg.MaxPool2dWithIndicesBackward, pg.MaxPool3dWithArgmaxBackward,
+    pg.avg_pool3d, pg.adaptive_avg_pool2d, pg.adaptive_max_pool3d, pg.max_pool2d,
+    pg.max_pool3d,
 ]
 
 
