@@ -306,13 +306,8 @@ static inline __m256i pg_line_half(float *s, int kind, int zero)
         _mm256_storeu_ps(s + 8, z);
     }
     if (kind == 1) {
-        /* sums that are bfloat16 values already (one value per position, the common case)
-         * round to their top halves, NaNs included (the adds have quieted them): the full
-         * rounding only where a low half is not zero */
-        const __m256i ua = _mm256_castps_si256(a), ub = _mm256_castps_si256(b);
-        if (_mm256_testz_si256(_mm256_or_si256(ua, ub), _mm256_set1_epi32(0xFFFF)))
-            return _mm256_permute4x64_epi64(
-                _mm256_packus_epi32(_mm256_srli_epi32(ua, 16), _mm256_srli_epi32(ub, 16)), 0xD8);
+        /* always the full rounding (a sum that is a bfloat16 value already keeps its top
+         * half through it): a test for that case mispredicts wherever windows overlap */
         return pg_bf16_round16_avx2(a, b);
     }
     return _mm256_set_m128i(_mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT),
