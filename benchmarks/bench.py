@@ -916,6 +916,9 @@ def main(argv=None):
                     help="comma-separated thread counts: run every case at each, e.g. 1,2")
     ap.add_argument("--json", default=None, help="write all numbers + machine info here")
     ap.add_argument("--cases", default=None, help="only cases whose name contains this")
+    ap.add_argument("--ops", default=None,
+                    help="only these operators, comma-separated (avg2d, avg3d, aavg2d, "
+                         "aavg3d, amax2d, amax3d, max2d, max3d)")
     ap.add_argument("--repeats", type=int, default=None,
                     help="repeats per measurement (default: adaptive, 5..50)")
     ap.add_argument("--budget", type=float, default=0.5,
@@ -934,6 +937,9 @@ def main(argv=None):
     if args.shrink > 1:
         cases = [shrunk(c, args.shrink) for c in cases if c.shape[0] > 1]
     smalls = small_cases()
+    if args.ops:
+        keep = set(args.ops.split(","))
+        cases = [c for c in cases if c.op in keep]
     if args.cases:
         sub = args.cases.lower()
         cases = [c for c in cases if sub in c.name.lower()]
