@@ -16,6 +16,7 @@
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__)) \
     && !defined(PG_NO_DISPATCH)
 #include <immintrin.h>
+#include <cpuid.h>
 #define PG_X86_DISPATCH 1
 #define PG_TARGET_AVX2 __attribute__((target("avx2")))
 /* every AVX2 CPU also has F16C; the loops that convert float16 in registers still check */
@@ -23,15 +24,31 @@
 
 static int pg_simd_allowed = 1;     /* set by pg_set_simd() only, before any kernel runs */
 
-static inline int pg_cpu_avx2(void)
+/* The CPU's AVX (1), F16C (2) and AVX2 (4) support, with the OS saving the YMM registers,
+ * read with CPUID and XGETBV (clang before 18 refuses __builtin_cpu_supports("f16c")) */
+enum { PG_CPU_AVX = 1, PG_CPU_F16C = 2, PG_CPU_AVX2 = 4 };
+
+static inline int pg_cpu_features(void)
 {
     static int have = -1;   /* a benign race: every thread computes the same value */
     if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx2");
+        unsigned a, b, c, d, lo, hi;
+        int f = 0;
+        if (__get_cpuid(1, &a, &b, &c, &d) && (c & (1u << 27))) {   /* OSXSAVE */
+            __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+            if ((lo & 6u) == 6u && (c & (1u << 28))) {              /* XMM, YMM; AVX */
+                f |= PG_CPU_AVX;
+                if (c & (1u << 29)) f |= PG_CPU_F16C;
+                if (__get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 5)))
+                    f |= PG_CPU_AVX2;
+            }
+        }
+        have = f;
     }
     return have;
 }
+
+static inline int pg_cpu_avx2(void) { return (pg_cpu_features() & PG_CPU_AVX2) != 0; }
 
 static inline int pg_have_avx2(void) { return pg_simd_allowed && pg_cpu_avx2(); }
 #else

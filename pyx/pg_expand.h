@@ -307,14 +307,12 @@ static inline void pg_expand_poly_f32(const float *grow, float *e, ptrdiff_t P, 
         return;
     }
 #endif
-    if (pg_poly2_ok(P, m) && gap == 1) {
-        const float *a = grow + q0 + c[0], *b = grow + q0 + c[1];
-        float *dst = e + 2 * q0;
 #if PG_EXPAND_SSE2
-        pg_poly2_sse2_f32(a, b, m[0], m[1], dst, nq, k);
+    if (pg_poly2_ok(P, m) && gap == 1) {
+        pg_poly2_sse2_f32(grow + q0 + c[0], grow + q0 + c[1], m[0], m[1], e + 2 * q0, nq, k);
         return;
-#endif
     }
+#endif
     pg_expand_poly_generic_f32(grow, e, P, q0, nq, c, m, gap, tmp, k);
 }
 

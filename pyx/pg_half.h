@@ -210,12 +210,7 @@ static void pg_f32_to_f16_row_f16c(const float *s, uint16_t *d, ptrdiff_t n)
 
 static int pg_have_f16c(void)
 {
-    static int have = -1;   /* a benign race: every thread computes the same value */
-    if (have < 0) {
-        __builtin_cpu_init();
-        have = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
-    }
-    return have;
+    return (pg_cpu_features() & (PG_CPU_AVX | PG_CPU_F16C)) == (PG_CPU_AVX | PG_CPU_F16C);
 }
 #else
 #define PG_F16C_DISPATCH 0

@@ -1305,8 +1305,9 @@ static inline void pg_stream_f64(double *dst, const double *src, ptrdiff_t n)
 
 static inline void pg_stream_u16(uint16_t *dst, const uint16_t *src, ptrdiff_t n)
 {
-    ptrdiff_t j = 0, head = n, body_end = n;
+    ptrdiff_t j = 0;
 #if PG_HAVE_STREAM
+    ptrdiff_t head = n, body_end = n;
     PG_LINES(uint16_t, dst, n, head, body_end);
     for (j = 0; j < head; j++) dst[j] = src[j];
     for (; j < body_end; j += 8)
