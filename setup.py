@@ -3,6 +3,8 @@
 Environment switches (for developers):
   LIBOMP_PREFIX=/path       macOS: where libomp lives (default: `brew --prefix libomp`)
   POOL_GRAD_NO_OPENMP=1     build without OpenMP (kernels run on one thread)
+  POOL_GRAD_NO_DISPATCH=1   leave out the x86 AVX2/F16C loops (-DPG_NO_DISPATCH: the
+                            portable loops that other CPUs run), keeping Python's own flags
   POOL_GRAD_BOUNDSCHECK=1   compile the kernels with Cython bounds checking on
   POOL_GRAD_SANITIZE=address  add -fsanitize=address (gcc/clang); see README
 """
@@ -52,12 +54,21 @@ class BuildExt(build_ext):
             cflags += ["-Wno-unused-function"]
             if openmp:
                 if sys.platform == "darwin":
-                    cflags += ["-Xpreprocessor", "-fopenmp"]
-                    lflags += ["-lomp"]
                     prefix = os.environ.get("LIBOMP_PREFIX", "") or _brew_prefix("libomp")
-                    if prefix:
-                        cflags += ["-I" + os.path.join(prefix, "include")]
-                        lflags += ["-L" + os.path.join(prefix, "lib")]
+                    inc = ["-I" + os.path.join(prefix, "include")] if prefix else []
+                    if self._compiles("#include <omp.h>\n", ["-Xpreprocessor", "-fopenmp"]
+                                      + inc):
+                        cflags += ["-Xpreprocessor", "-fopenmp"] + inc
+                        lflags += ["-lomp"]
+                        if prefix:
+                            lflags += ["-L" + os.path.join(prefix, "lib")]
+                    else:
+                        openmp = False
+                        print("pool_grad: omp.h not found (no Homebrew libomp and no "
+                              "LIBOMP_PREFIX): building WITHOUT OpenMP, every call runs "
+                              "on one thread. `brew install libomp` or set LIBOMP_PREFIX "
+                              "(e.g. to conda-forge's llvm-openmp) and rebuild for threads.",
+                              file=sys.stderr)
                 else:
                     cflags += ["-fopenmp"]
                     lflags += ["-fopenmp"]
@@ -103,6 +114,19 @@ class BuildExt(build_ext):
     def get_outputs(self):
         outputs = super().get_outputs()
         return outputs if self.inplace else outputs + [self._build_info_paths()[0]]
+
+    def _compiles(self, source, flags):
+        """Whether the compiler in use compiles `source` with `flags` (a probe)."""
+        import tempfile
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "probe.c")
+            with open(path, "w") as f:
+                f.write(source)
+            try:
+                self.compiler.compile([path], output_dir=tmp, extra_postargs=flags)
+            except Exception:  # noqa: BLE001 - any failure means "no"
+                return False
+        return True
 
     def _compiler_version(self):
         """The compiler's own version line, best effort (empty when it cannot be asked)."""
@@ -159,12 +183,14 @@ def extensions():
     }
     import numpy
 
+    macros = [("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"),
+              # the oldest numpy the extension runs with, kept equal to pyproject's
+              # dependency whichever numpy 2.x built it
+              ("NPY_TARGET_VERSION", "NPY_1_23_API_VERSION")]
+    if _flag("POOL_GRAD_NO_DISPATCH"):
+        macros.append(("PG_NO_DISPATCH", "1"))
     ext = Extension("pool_grad._kernels", ["pyx/_kernels.pyx"],
-                    include_dirs=["pyx", numpy.get_include()],
-                    # NPY_TARGET_VERSION: the oldest numpy the extension runs with, kept equal
-                    # to pyproject's dependency whichever numpy 2.x built it
-                    define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION"),
-                                   ("NPY_TARGET_VERSION", "NPY_1_23_API_VERSION")])
+                    include_dirs=["pyx", numpy.get_include()], define_macros=macros)
     return cythonize([ext], compiler_directives=directives, quiet=True)
 
 
