@@ -10,6 +10,8 @@ import textwrap
 import numpy as np
 import pytest
 
+from conftest import child_kwargs
+
 
 @pytest.fixture(scope="module")
 def torch():
@@ -32,8 +34,9 @@ def _switched_off_afterwards():
 
 
 def _child(code):
+    # (from outside the checkout, whose uncompiled pool_grad/ would come first on the path)
     out = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
-                         text=True, timeout=120)
+                         text=True, timeout=120, **child_kwargs())
     assert out.returncode == 0, out.stderr
     return out.stdout
 
