@@ -17,6 +17,8 @@ from libc.stdint cimport uint8_t, uintptr_t
 from cpython.buffer cimport (PyObject_GetBuffer, PyBuffer_Release, PyBUF_WRITABLE,
                              PyBUF_FORMAT)
 cimport numpy as cnp
+import threading
+
 import numpy as np
 
 cnp.import_array()
@@ -539,6 +541,10 @@ cdef class PlannedKernel:
     cdef void* _own
     cdef size_t _own_bytes
     cdef bint _own_busy
+    # held by run() around a call where the kernel adds into grad_input itself (the
+    # max-pool's direct form): two executes of one op at once, into the same array, would
+    # add into each other's sums; they then run one after the other (None: no lock)
+    cdef object _lock
     # the form this kernel was planned with: its store form, "stream" or "cache", and
     # for another shape of the same work its name after it ("cache rows"; ops.py); the
     # same call in other forms, timed against it over the first calls (add_alternate),
@@ -682,6 +688,9 @@ cdef class PlannedKernel:
         kernel's status (0: done)."""
         if self.p_gi == NULL:
             raise RuntimeError("pool_grad: this plan was released from its arrays")
+        if self._lock is not None:
+            with self._lock:
+                return self._run(workspace, budget, need, self.p_go, self.p_gi, self.p_ind)
         return self._run(workspace, budget, need, self.p_go, self.p_gi, self.p_ind)
 
     @property
@@ -2732,6 +2741,8 @@ cdef class MaxScatterKernel(PlannedKernel):
             self.ind32 = ind6
             self.p_ind = <char*>&self.ind32[0, 0, 0, 0, 0, 0]
         self.n_items = g.N * g.C * g.nbh
+        if kind == K_F32:   # the direct form may add into grad_input (_scatter_item)
+            self._lock = threading.Lock()
         # accumulation rows (and SCATTER_SLACK values: room to shift them for
         # pg_flush_block's alignment, and the scatter's slots for values outside), then a
         # 16-bit staging area for the block (one row unless the block is streamed as a
