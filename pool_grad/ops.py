@@ -201,21 +201,18 @@ class _AvgPoolBackward(Operator):
         self._planned(kernel, (go, gi))
 
 
-def _cube_rounding(cube):
-    """The check of cube_math_type against the data's dtype, and the rounding it asks of
+def _cube_rounding(cube, dt):
+    """cube_math_type checked against the data's dtype, and the rounding it asks of
     grad_output (SPEC section 4)."""
-    def check(dt):
-        if cube == USE_FP16 and dt == v.BFLOAT16:
-            raise invalid("cube_math_type", "USE_FP16 (2) is not supported for bfloat16",
-                          cube)
-        if cube == USE_HF32 and dt != np.float32:
-            raise invalid("cube_math_type", "USE_HF32 (3) needs float32 data", f"{cube} "
-                          f"with {dt}")
-        if dt != np.float32:
-            return _ROUND_NONE
-        return {ALLOW_FP32_DOWN_PRECISION: _ROUND_HF32, USE_HF32: _ROUND_HF32,
-                USE_FP16: _ROUND_FP16}.get(cube, _ROUND_NONE)
-    return check
+    if cube == USE_FP16 and dt == v.BFLOAT16:
+        raise invalid("cube_math_type", "USE_FP16 (2) is not supported for bfloat16", cube)
+    if cube == USE_HF32 and dt != np.float32:
+        raise invalid("cube_math_type", "USE_HF32 (3) needs float32 data", f"{cube} "
+                      f"with {dt}")
+    if dt != np.float32:
+        return _ROUND_NONE
+    return {ALLOW_FP32_DOWN_PRECISION: _ROUND_HF32, USE_HF32: _ROUND_HF32,
+            USE_FP16: _ROUND_FP16}.get(cube, _ROUND_NONE)
 
 
 class AvgPool2dBackward(_AvgPoolBackward):
@@ -277,7 +274,7 @@ divisor_override, cube_math_type
                               "1 (ALLOW_FP32_DOWN_PRECISION), 2 (USE_FP16) or 3 (USE_HF32)",
                               cube)
             self.cube_math_type = cube
-            return _cube_rounding(cube)(dt)
+            return _cube_rounding(cube, dt)
         self._setup(grad_output, x, grad_input, kernel_size, stride, padding, ceil_mode,
                     count_include_pad, divisor_override, check)
 
