@@ -42,6 +42,11 @@ import numpy as np
 
 import pool_grad as pg
 
+# membw (this folder): the OpenMP copy and traffic references, compiled from membw.c on
+# first use; the folder is on sys.path when this runs as a script, not when imported
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import membw  # noqa: E402
+
 try:
     import ml_dtypes
     BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -396,11 +401,13 @@ class CopyBench:
             if tn < best:
                 best, self.best_fn = tn, mt
         # an OpenMP team of as many threads copying 1 MiB chunks, with memcpy and with
-        # line-streaming (non-temporal) stores (pool_grad._kernels._copy_for_benchmark)
-        copy = getattr(pg._kernels, "_copy_for_benchmark", None)
-        if copy is not None:
+        # line-streaming (non-temporal) stores (benchmarks/membw.c; none without a C
+        # compiler, streaming only where the CPU has it)
+        if membw.available():
             for key, stream in (("omp_ms", False), ("omp_stream_ms", True)):
-                fn = functools.partial(copy, dst, src, self.nthreads, stream)
+                if stream and not membw.has_stream():
+                    continue
+                fn = membw.bound_copy(dst, src, self.nthreads, stream)
                 tn, _, _ = timer(fn)
                 res[key] = tn * 1e3
                 if tn < best:
@@ -414,18 +421,18 @@ class TrafficBound:
     """The least time, on this machine, for a gradient that reads grad_output (and the
     indices) once and writes grad_input once: an OpenMP team of as many threads as the
     case uses reads a buffer of the bytes read and writes one of grad_input's size with a
-    16 KiB sample of the real result, over and over
-    (pool_grad._kernels._traffic_for_benchmark), with ordinary and with streaming stores:
-    the faster.  Unlike the copy, it reads and writes as many
-    bytes as the case does, and it writes what the case writes (this VM writes lines of
-    zeros faster than other lines, and a max-pool gradient is mostly zeros)."""
+    16 KiB sample of the real result, over and over (membw.traffic: benchmarks/membw.c),
+    with ordinary and with streaming stores: the faster.  Unlike the copy, it reads and
+    writes as many bytes as the case does, and it writes what the case writes (this VM
+    writes lines of zeros faster than other lines, and a max-pool gradient is mostly
+    zeros)."""
 
     SAMPLE = 1 << 14
     MIN_BYTES = 1 << 20
 
     def __init__(self, nthreads):
         self.nthreads = nthreads
-        self.fn = getattr(pg._kernels, "_traffic_for_benchmark", None)
+        self.fn = membw.bound_traffic if membw.available() else None
 
     @classmethod
     def sample(cls, gi):
@@ -443,7 +450,9 @@ class TrafficBound:
         res = {"read_bytes": int(src.nbytes), "write_bytes": int(dst.nbytes)}
         best = None
         for key, stream in (("ordinary_ms", False), ("stream_ms", True)):
-            fn = functools.partial(self.fn, dst, src, sample, self.nthreads, stream)
+            if stream and not membw.has_stream():
+                continue
+            fn = self.fn(dst, src, sample, self.nthreads, stream)
             tn, _, _ = timer(fn)
             res[key] = tn * 1e3
             if best is None or tn < best:

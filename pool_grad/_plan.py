@@ -10,12 +10,74 @@ range [lo[i], hi[i]) of output indices whose windows hold it.
 """
 import functools
 import math
+import os
+import warnings
 
 import numpy as np
 
-from . import _threads
+from . import _kernels, _threads
 from ._errors import invalid
 from ._validate import BFLOAT16
+
+# ---------------------------------------------------------------- forms
+
+# Every form a plan may choose besides the plain loops, by name: those chosen here and in
+# ops.py, then those the kernels choose (_kernels.KERNEL_FORMS).  docs/forms.md says what
+# each does and gains.  `forms_off` turns some off for a benchmark or a test, and so does
+# POOL_GRAD_FORMS_OFF (comma-separated names; "tune" there gives one form per call, no
+# timing of forms over the first calls).  A form turned off leaves a call to the next form
+# that its rules allow: the same bits, another speed.
+PLAN_FORMS = ("tstore", "tstore_d", "mixed_lanes", "folded", "flat_lanes", "flat_planes",
+              "plane", "plane_one", "sliding", "plane_timed", "by_plane", "sparse",
+              "stream", "tune")
+FORMS = PLAN_FORMS + _kernels.KERNEL_FORMS
+_off = frozenset()
+
+
+def on(name):
+    """Whether the form ``name`` (one of FORMS) may be planned."""
+    return name not in _off
+
+
+def set_forms_off(names):
+    """Turn off exactly the named forms in plans made from now on (not thread-safe: for
+    benchmarks and tests; cached one-shot plans keep their forms)."""
+    global _off
+    names = frozenset(names)
+    unknown = sorted(names - set(FORMS))
+    if unknown:
+        raise ValueError(f"pool_grad: unknown forms {unknown}; the forms are {FORMS}")
+    _off = names
+    _kernels._set_forms_off(sorted(names & set(_kernels.KERNEL_FORMS)))
+
+
+class forms_off:
+    """``with forms_off("fused", "tune"):`` plans made in the block leave those forms out
+    (and only those)."""
+
+    def __init__(self, *names):
+        self.names = names
+
+    def __enter__(self):
+        self.saved = _off
+        set_forms_off(self.names)
+        return self
+
+    def __exit__(self, *exc):
+        set_forms_off(self.saved)
+
+
+def _env_forms_off():
+    names = {n for n in os.environ.get("POOL_GRAD_FORMS_OFF", "").replace(" ", "").split(",")
+             if n}
+    if names - set(FORMS):
+        warnings.warn(f"pool_grad: POOL_GRAD_FORMS_OFF names unknown forms "
+                      f"{sorted(names - set(FORMS))}, left out; the forms are {FORMS}")
+    return names & set(FORMS)
+
+
+set_forms_off(_env_forms_off())
+
 
 # storage kinds, as pyx/_kernels.pyx numbers them
 KINDS = {np.dtype(np.float32): 0, np.dtype(np.float64): 1, np.dtype(np.float16): 2,
@@ -221,7 +283,7 @@ def streaming(out6, threads, limit=None):
     in a call planned for ``threads`` threads (or where it is larger than ``limit``)."""
     row = out6.shape[4] * out6.shape[5] * out6.itemsize
     limit = stream_bytes(threads) if limit is None else limit
-    return out6.nbytes > limit and row >= STREAM_ROW_BYTES
+    return out6.nbytes > limit and row >= STREAM_ROW_BYTES and on("stream")
 
 
 # rows shorter than this are not streamed as blocks either: the k2s2 case's 224-byte rows
@@ -245,13 +307,13 @@ def streaming_region(out6, threads, min_row=None, limit=None):
     row = out6.shape[4] * out6.shape[5] * out6.itemsize
     min_row = REGION_ROW_BYTES if min_row is None else min_row
     limit = stream_bytes(threads) if limit is None else limit
-    return out6.nbytes > limit and row >= min_row
+    return out6.nbytes > limit and row >= min_row and on("stream")
 
 
 # Outputs larger than this are also planned in another shape of the same work where the
 # operator has one (store_forms' ``variant``: the average-pool gradient's row form beside
 # its strips down each plane, float32 in the cache and float64 stride 1, pg_item.h; or its
-# small planes each in registers beside them as lanes, PLANE_REGS_TIMED) and timed with
+# small planes each in registers beside them as lanes, "plane_timed") and timed with
 # the store forms.  On the 2-vCPU EPYC the strips took 0.73-0.94x the time of the rows in
 # the cache (k3s2p1 8 x 64 x 56 x 56 and 2 x 64 x 112 x 112); on the 2-vCPU Cascade Lake
 # 0.77x for a 0.2 MB output in its L2, 1.0x at 0.8 MB, 1.15-1.4x from 3.2 MB on (k3s2p1
@@ -272,7 +334,7 @@ def store_forms(out6, threads, flags, build, variant=None):
     kernel = build(planned)
     kernel.form = "stream" if any(planned) else "cache"
     forms = [(planned, kernel)]
-    if TUNE_BYTES is not None and out6.nbytes > TUNE_BYTES:
+    if TUNE_BYTES is not None and out6.nbytes > TUNE_BYTES and on("tune"):
         other = flags(NEVER if any(planned) else TUNE_BYTES)
         if other != planned:
             alt = build(other)
@@ -280,7 +342,7 @@ def store_forms(out6, threads, flags, build, variant=None):
             kernel.add_alternate(alt)
             forms.append((other, alt))
     if (variant is not None and TUNE_SHAPE_BYTES is not None
-            and out6.nbytes > TUNE_SHAPE_BYTES):
+            and out6.nbytes > TUNE_SHAPE_BYTES and on("tune")):
         for f, k in forms:
             v = variant(f, k)
             if v is not None:
@@ -738,10 +800,8 @@ def lane_blocks(arr6, lb):
 # runs as plane lanes where a block of planes holds at most this many elements: on the
 # 2-vCPU EPYC the suite's channels-last cases into NCHW took 0.57-0.86x the time of the
 # plane rows reading grad_output strided (bfloat16 k2s2 1.0x on 2 threads, 0.80x on 1)
-MIXED_LANES = True
 MIXED_LANES_ELEMS = 1 << 20
 # small planes along a real D axis (3-D NCDHW) run as plane lanes too
-TSTORE_D = True
 # plane lanes of PLANE_REGS_W (by element size) to 16 columns (grad_output rows up to 14),
 # at most PLANE_REGS_TAPS windows a column, go one plane at a time, each row in two
 # registers (pg_plane.h), where the CPU has AVX2.  On the 2-vCPU EPYC (C = 8, 64, 256; 1
@@ -751,7 +811,6 @@ TSTORE_D = True
 # at 10 and 12), adaptive 0.8-1.05x, the rest 1.0-3.4x.  Outputs larger than the cache
 # (48 MB, streamed, C = 64 and 256): float32 k3s2p1 0.63-0.70x at W = 10, 14, 16, adaptive
 # 0.73-0.84x; 16-bit k3s2p1 0.64-0.89x at W = 14 and 16, adaptive 0.91-1.0x
-PLANE_REGS = True
 PLANE_REGS_W = {4: 10, 2: 14}
 PLANE_REGS_TAPS = 2
 # ... and where the rule above does not choose it but the planes fit (up to 16 wide, four
@@ -764,7 +823,6 @@ PLANE_REGS_TAPS = 2
 # permutes (pg_plane.h's pg_plane_aff), the timed stride-1 calls took 0.74-0.90x their
 # time before on 1 and 2 threads (float32 k3s1p1 14 x 14 and 8 x 8, k2s1 14 x 14; 7 x 7
 # and 10 x 10 unchanged), and bfloat16 k3s1p1 14 x 14 0.79-0.80x
-PLANE_REGS_TIMED = True
 # ... and rows of exactly one vector (8 float32 values, formed and stored once): 0.62-0.78x
 # the lanes' time for 8 x 8 k3s2p1 and k2s1 float32 (4 x 64 and 2 x 256 planes, 1 thread,
 # 2-vCPU Cascade Lake; 9 x 9, two vectors a row, 0.97-1.07x), 16-bit 0.90-1.0x (left out)
@@ -781,7 +839,6 @@ PLANE_REGS_ONE = {4: 8}
 # row order alone (1 and 2 threads): 0.78-0.81x for 14 x 14 float32, 0.78-0.87x for
 # 16 x 16, 0.82-0.90x for 10 x 10, 0.99-1.02x where the row order is kept (16-bit 14 x 14,
 # 8 x 8, 7 x 7)
-PLANE_BY_PLANE_TIMED = True
 
 
 # ... and planes of PLANE_SLIDING_W columns or more whose W taps slide with the column
@@ -824,12 +881,13 @@ def sliding_taps(taps, w, n_out):
 def plane_regs(w, itemsize, taps, n_out=None):
     """Whether small-plane lanes (gather_views6's tstore) of width w, with the W tap table
     `taps` over n_out outputs, should go plane by plane in registers (pg_plane.h)."""
-    if not PLANE_REGS or taps is None:
+    if not on("plane") or taps is None:
         return False
-    if ((w >= PLANE_REGS_W.get(itemsize, 1 << 62) or w == PLANE_REGS_ONE.get(itemsize))
+    if ((w >= PLANE_REGS_W.get(itemsize, 1 << 62)
+         or w == PLANE_REGS_ONE.get(itemsize) and on("plane_one"))
             and taps.shape[0] // max(w, 1) <= PLANE_REGS_TAPS):
         return True
-    return (n_out is not None and w >= PLANE_SLIDING_W.get(itemsize, 1 << 62)
+    return (n_out is not None and on("sliding") and w >= PLANE_SLIDING_W.get(itemsize, 1 << 62)
             and sliding_taps(taps, w, n_out))
 
 
@@ -838,7 +896,7 @@ def mixed_lanes(go6, gi6, ind6=None):
     that follow each other should run with C as lanes, stored through transposes."""
     c, h, w = gi6.shape[1], gi6.shape[3], gi6.shape[4]
     es = gi6.itemsize
-    return (MIXED_LANES and c >= 8 and es in (2, 4) and channels_last(go6)
+    return (on("mixed_lanes") and c >= 8 and es in (2, 4) and channels_last(go6)
             and (ind6 is None or channels_last(ind6)) and not channels_last(gi6)
             and gi6.strides[4] == es and (gi6.strides[3] == w * es or h == 1))
 
@@ -873,7 +931,7 @@ def gather_views6(go, gi, n_spatial, fill=False, disjoint=False, flat=False, ste
     """
     (go6, gi6), use_lanes = views6([go, gi], n_spatial, out_index=1)
     n, c, d, h, w, _ = gi6.shape
-    if use_lanes or c <= 1 or (d != 1 and not TSTORE_D):
+    if use_lanes or c <= 1 or (d != 1 and not on("tstore_d")):
         return go6, gi6, False, False
     width = TSTORE_W_FAST.get((gi.itemsize, bool(disjoint)), TSTORE_W) if c >= 8 else TSTORE_W
     if step and c >= 8:
@@ -882,9 +940,10 @@ def gather_views6(go, gi, n_spatial, fill=False, disjoint=False, flat=False, ste
     # planes fold only where grad_output has one D row too (an adaptive D axis of 1 -> 2
     # has windows to sum over)
     small = h * w <= FOLD_PLANE_ELEMS
-    fold = small and go6.shape[2] == 1 and d == 1
-    flat_rows = flat and w < FLAT_PLANE_W.get(gi.itemsize, 0) and small
-    if w < width and h * w * lb <= TSTORE_ELEMS and not fill and not flat_rows:
+    fold = small and go6.shape[2] == 1 and d == 1 and on("folded")
+    flat_rows = flat and on("flat_planes") and w < FLAT_PLANE_W.get(gi.itemsize, 0) and small
+    if (w < width and h * w * lb <= TSTORE_ELEMS and not fill and not flat_rows
+            and on("tstore")):
         return lane_blocks(lanes(go6), lb), lane_blocks(lanes(gi6), lb), True, False
     if mixed_lanes(go6, gi6) and not fill and h * w * lb <= MIXED_LANES_ELEMS:
         # channels-last grad_output into NCHW rows (a one-shot call's result): the lanes
@@ -962,7 +1021,7 @@ def scatter_sparse(plane, n_out, block):
     1.01-1.05x the time with the map, 18-row ones 1.03-1.05x, 113x113 planes 1.02-1.11x;
     NCHW planes, 50 KB, 1.05-1.12x; blocks of 1.8 and 3.2 MB made for the test,
     0.8-1.07x)."""
-    return n_out * SPARSE_VALUES <= plane and block >= SPARSE_BLOCK_VALUES
+    return n_out * SPARSE_VALUES <= plane and block >= SPARSE_BLOCK_VALUES and on("sparse")
 
 
 # the max-pool gradient whose windows, two wide, tile the plane (W = 2*Wo, H = Ho*kh), or
@@ -970,7 +1029,6 @@ def scatter_sparse(plane, n_out, block):
 # codes each index's place in its window, and planes whose indices all lie in their
 # windows are written as a gather from those codes (_kernels._window_item, _lwindow_run),
 # the others scattered; False: always the scatter (the tests compare the two)
-SCATTER_WINDOW = True
 
 
 def scatter_blocks(H, row_len, planes, n_cpu, Ho=0):

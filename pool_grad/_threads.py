@@ -4,6 +4,11 @@ it is worth giving it.
 The kernels are bitwise deterministic for any thread count, so this module only trades
 speed: a parallel region costs a few microseconds to open, which a small call never earns
 back, so the count is capped by the work size (bytes moved) as PyTorch's grain size does.
+
+The policy has one implementation, in the extension (pyx/_kernels.pyx, "thread
+policy"): a call with n_threads=None takes its default there without a Python call.  This
+module is its Python face: the user's setting, the CPUs this process may use, the planning
+context, and the argument checks.
 """
 import os
 import threading
@@ -11,11 +16,11 @@ import threading
 from . import _kernels
 from ._errors import invalid
 
-_user_threads = None
-
 # Bytes of memory traffic below which a second thread does not pay for itself; each
-# further thread needs as much again (the kernels' own rule, pyx/_kernels.pyx).
+# further thread needs as much again.
 GRAIN_BYTES = _kernels.GRAIN_BYTES
+# more threads than this are never started, whatever a call asks for
+MAX_THREADS = 1024
 
 
 def _cpu_count():
@@ -52,19 +57,21 @@ def set_num_threads(n: int | None) -> None:
     1
     >>> pg.set_num_threads(None)
     """
-    global _user_threads
-    _user_threads = None if n is None else min(_check_positive(n, "n_threads"), MAX_THREADS)
-    _kernels._set_thread_defaults(_user_threads or 0, CPU_COUNT)   # the kernels' copy
+    user = 0 if n is None else min(_check_positive(n, "n_threads"), MAX_THREADS)
+    _kernels._set_thread_defaults(user, CPU_COUNT)
 
 
 def get_num_threads() -> int:
     """The number of threads a large call uses when its n_threads is None: the value of
     `set_num_threads`, else the OpenMP runtime's (``OMP_NUM_THREADS``, threadpoolctl's
     limits) capped at the CPUs this process may use."""
-    if _user_threads is not None:
-        return _user_threads
     # omp_get_max_threads follows OMP_NUM_THREADS and threadpoolctl's limits at call time
-    return max(1, min(_kernels.omp_max_threads(), CPU_COUNT))
+    return _kernels.default_threads()
+
+
+def user_threads():
+    """The count given to `set_num_threads`, else None."""
+    return _kernels.user_threads() or None
 
 
 # the thread count that operators constructed by this Python thread are planned for, where
@@ -103,10 +110,6 @@ def _check_positive(n, name):
     return n
 
 
-# more threads than this are never started, whatever a call asks for
-MAX_THREADS = 1024
-
-
 def requested(n_threads):
     """The thread budget of a call: n_threads (capped at MAX_THREADS), or the default."""
     if n_threads is None:
@@ -114,9 +117,7 @@ def requested(n_threads):
     return min(_check_positive(n_threads, "n_threads"), MAX_THREADS)
 
 
-
 def for_work(budget, nbytes, n_items):
-    """Threads worth using for ``nbytes`` of traffic split into ``n_items`` work items."""
-    if budget <= 1:
-        return 1
-    return int(max(1, min(budget, n_items, nbytes // GRAIN_BYTES)))
+    """Threads worth using within ``budget`` for ``nbytes`` of traffic split into
+    ``n_items`` work items: at most one per item and per GRAIN_BYTES, at least one."""
+    return _kernels.threads_for_work(budget, nbytes, n_items)

@@ -72,7 +72,7 @@ def _call(key, make_op, grad_output, x, indices, out, n_threads):
     if key is not None:
         # the thread count the plan is for: the call's, else set_num_threads' (a plan
         # made for the OpenMP default is kept when that changes; it gives the same bits)
-        key += (n_threads if n_threads is not None else _threads._user_threads,)
+        key += (n_threads if n_threads is not None else _threads.user_threads(),)
         hit = _cache.get(key)
         if hit is not None:
             kernel, shape, dtype = hit

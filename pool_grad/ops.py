@@ -78,7 +78,8 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     lanes = gi6.shape[5]
     # the most lanes merged with a polyphase form of period 1 and 2, by element size
     step_max = (_plan.FLAT_STEP_LANES_MAX[gi.itemsize], _plan.FLAT_STEP2_LANES_MAX[gi.itemsize])
-    if not tstore and not fill and 1 < lanes < max(_plan.FLAT_LANES_MAX, *step_max):
+    if (not tstore and not fill and 1 < lanes < max(_plan.FLAT_LANES_MAX, *step_max)
+            and _plan.on("flat_lanes")):
         # channels-last C < 16 (at stride 1 C < 64, 16-bit any C; 16-bit at stride 2
         # C < 64): rows of W * C values of one lane where W and C merge
         fgo6, fgi6 = _plan.flat_lanes(go6), _plan.flat_lanes(gi6)
@@ -95,7 +96,8 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
                 go6, gi6 = fgo6, fgi6
             else:
                 geometry = None
-    if (flat and not fill and not tstore and geometry is None and gi6.shape[5] == 1
+    if (flat and _plan.on("flat_planes") and not fill and not tstore and geometry is None
+            and gi6.shape[5] == 1
             and (folded or gi6.shape[3] * gi6.shape[4] <= _plan.FOLD_PLANE_ELEMS)
             and gi6.shape[4] < _plan.FLAT_PLANE_W.get(gi6.itemsize, 0)):
         # small planes of disjoint H and W windows (folded, or along a D axis that keeps
@@ -134,18 +136,18 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     def other_shape(f, kernel):
         # the same call in another shape of work, timed beside it (_plan.TUNE_SHAPE_BYTES):
         # planes in strips, the row form; planes in registers, stored plane by plane
-        # (_plan.PLANE_BY_PLANE_TIMED); small planes as lanes, each plane in registers
-        # where the plan's rule did not choose it and it applies (_plan.PLANE_REGS_TIMED)
+        # ("by_plane"); small planes as lanes, each plane in registers
+        # where the plan's rule did not choose it and it applies ("plane_timed")
         if kernel.strips:
             alt = build(f, strips=False)
             alt.form = kernel.form + " rows"
             return alt
-        if (kernel.c_item == "plane" and _plan.PLANE_BY_PLANE_TIMED
+        if (kernel.c_item == "plane" and _plan.on("by_plane")
                 and go.dtype == np.float32):
             alt = build(f, by_plane=True)
             alt.form = kernel.form + " by plane"
             return alt
-        if tstore and not plane_rule and _plan.PLANE_REGS_TIMED and _plan.PLANE_REGS:
+        if tstore and not plane_rule and _plan.on("plane_timed") and _plan.on("plane"):
             alt = build(f, plane=True)
             if alt.c_item == "plane":
                 alt.form = kernel.form + " plane"
@@ -519,7 +521,7 @@ class _MaxPoolBackward(Operator):
         flat_2d = dd == 1 and go6.shape[2] == 1
         bh = _plan.scatter_blocks(rows, ww * lanes, n * c, _threads.CPU_COUNT,
                                   go6.shape[3] if flat_2d else 0)
-        window = window and flat_2d and _plan.SCATTER_WINDOW
+        window = window and flat_2d
         flat = _plan.window_spread(ww, lanes, go6.shape[4], gi6.itemsize) if window else None
         nt = _threads.planned()
         sparse = _plan.scatter_sparse(rows * ww, plane_out, bh * ww * lanes)

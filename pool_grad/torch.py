@@ -126,7 +126,7 @@ def _as_numpy(t):
 def _n_threads():
     # pool_grad.set_num_threads wins; otherwise follow torch.set_num_threads, so that one
     # setting governs the whole training step
-    return None if _threads._user_threads is not None else torch.get_num_threads()
+    return None if _threads.user_threads() is not None else torch.get_num_threads()
 
 
 def _pool_grad(op, fn, grad_output, x, indices, args, kwargs):

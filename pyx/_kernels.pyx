@@ -85,7 +85,6 @@ cdef extern from "pg_stream.h" nogil:
     void pg_stream_f64(double* dst, const double* src, Py_ssize_t n)
     void pg_stream_u16(uint16_t* dst, const uint16_t* src, Py_ssize_t n)
     void pg_store_fence()
-    void pg_bench_copy(char* dst, const char* src, Py_ssize_t n)
     int PG_HAVE_STREAM
     ctypedef struct pg_sw:
         pass
@@ -330,6 +329,30 @@ def simd_in_use():
     return "avx2" if pg_have_avx2() else "baseline"
 
 
+# The kernel forms chosen in this module, which a benchmark or a test may turn off
+# (pool_grad._plan.forms_off, benchmarks/forms.py; docs/forms.md says what each does).
+# A form turned off leaves the call to the next form its rule allows: the same bits.
+KERNEL_FORMS = ("lanes", "lanes_copy", "lanes_stream", "crun", "fused64", "single",
+                "pairs", "staged", "fused", "strips", "narrow", "prefetch", "window",
+                "lwindow", "lmixed")
+cdef uint64_t _forms_off = 0
+
+
+def _set_forms_off(names):
+    """Turn off the named forms of KERNEL_FORMS (and turn on the others) in kernels
+    built from now on.  Not thread-safe: for benchmarks and tests."""
+    global _forms_off
+    cdef uint64_t bits = 0
+    for name in names:
+        bits |= (<uint64_t>1) << KERNEL_FORMS.index(name)
+    _forms_off = bits
+
+
+cdef inline bint _form(Py_ssize_t i) noexcept:
+    """Whether form i of KERNEL_FORMS is on."""
+    return (_forms_off >> i) & 1 == 0
+
+
 def _set_simd(bint allowed):
     """Allow (default) or forbid the AVX2 loops; for tests comparing the two, which must
     give the same bits.  Not thread-safe: call only while no kernel runs."""
@@ -341,10 +364,16 @@ def omp_max_threads():
     return pg_omp_max_threads()
 
 
-# the default thread budget (pool_grad._threads.get_num_threads), kept here so that a call
-# with n_threads=None (budget 0 to run / run_on) does not pay a Python call for it
+# ---- thread policy (pool_grad._threads is its Python face): the default budget, kept
+# here so that a call with n_threads=None (budget 0 to run / run_on) pays no Python call
+# for it, and the threads worth using for a call's size
 cdef Py_ssize_t _user_threads = 0   # set_num_threads (0: none)
 cdef Py_ssize_t _cpu_count = 1
+# bytes of memory traffic below which a second thread does not pay for itself; each
+# further thread needs as much again
+cdef enum:
+    C_GRAIN_BYTES = 1 << 18
+GRAIN_BYTES = C_GRAIN_BYTES
 
 
 def _set_thread_defaults(Py_ssize_t user, Py_ssize_t cpu_count):
@@ -353,8 +382,14 @@ def _set_thread_defaults(Py_ssize_t user, Py_ssize_t cpu_count):
     _cpu_count = cpu_count if cpu_count > 0 else 1
 
 
+def user_threads():
+    """The count of set_num_threads, 0 where there is none."""
+    return _user_threads
+
+
 def default_threads():
-    """The kernels' own default budget (tests compare it with get_num_threads)."""
+    """The default budget: set_num_threads', else the OpenMP runtime's capped at the CPUs
+    this process may use (pool_grad.get_num_threads)."""
     return _default_budget()
 
 
@@ -368,109 +403,28 @@ cdef inline int _default_budget() noexcept:
     return <int>n if n > 1 else 1
 
 
-cdef void _stream_bytes(void* dst, const void* src, Py_ssize_t n) noexcept nogil:
-    cdef pg_sw sw
-    pg_sw_begin(&sw, dst)
-    pg_sw_append(&sw, src, n)
-    pg_sw_end(&sw)
+cdef inline Py_ssize_t _threads_for(Py_ssize_t budget, Py_ssize_t traffic,
+                                    Py_ssize_t n_items) noexcept:
+    """Threads worth using within budget: at most one per item and per C_GRAIN_BYTES of
+    traffic, at least one."""
+    cdef Py_ssize_t nt = budget
+    if nt > n_items:
+        nt = n_items
+    if nt > traffic // C_GRAIN_BYTES:
+        nt = traffic // C_GRAIN_BYTES
+    return nt if nt > 1 else 1
 
 
-def _copy_for_benchmark(dst, src, int n_threads, bint stream):
-    """Copy the bytes of `src` into `dst` (same size, both C-contiguous) with an OpenMP
-    team: 1 MiB chunks, memcpy or line-streaming stores.  The benchmarks' memory-copy
-    reference (benchmarks/bench.py); not part of the API."""
-    cdef const uint8_t[::1] s = memoryview(src).cast("B")
-    cdef uint8_t[::1] d = memoryview(dst).cast("B")
-    cdef Py_ssize_t n = s.shape[0], chunk = 1 << 20, i, a, b
-    if d.shape[0] != n:
-        raise ValueError("dst and src differ in size")
-    if n == 0:
-        return
-    with nogil, parallel(num_threads=n_threads, use_threads_if=n_threads > 1):
-        for i in prange((n + chunk - 1) // chunk, schedule='static'):
-            a = i * chunk
-            b = min(a + chunk, n)
-            if stream:
-                _stream_bytes(&d[a], &s[a], b - a)
-            else:
-                memcpy(&d[a], &s[a], b - a)
-        pg_store_fence()
-
-
-cdef uint64_t _xor_words(const uint64_t* p, Py_ssize_t n) noexcept nogil:
-    # four independent chains, so the loads are not serialised on one register
-    cdef uint64_t x0 = 0, x1 = 0, x2 = 0, x3 = 0
-    cdef Py_ssize_t i = 0
-    while i + 4 <= n:
-        x0 ^= p[i]
-        x1 ^= p[i + 1]
-        x2 ^= p[i + 2]
-        x3 ^= p[i + 3]
-        i += 4
-    while i < n:
-        x0 ^= p[i]
-        i += 1
-    return x0 ^ x1 ^ x2 ^ x3
-
-
-cdef uint64_t _traffic_chunk(uint8_t* d, Py_ssize_t n, Py_ssize_t off, const uint64_t* s,
-                             Py_ssize_t nr, bint stream, const uint8_t* pat,
-                             Py_ssize_t np_) noexcept nogil:
-    cdef uint64_t x = _xor_words(s, nr)
-    cdef Py_ssize_t a = 0, o = off % np_, k
-    cdef pg_sw sw
-    if stream:
-        pg_sw_begin(&sw, d)
-    while a < n:
-        k = min(n - a, np_ - o)
-        if stream:
-            pg_sw_append(&sw, pat + o, k)
-        else:
-            pg_bench_copy(<char*>d + a, <const char*>pat + o, k)
-        a += k
-        o = 0
-    if stream:
-        pg_sw_end(&sw)
-    return x
-
-
-def _traffic_for_benchmark(dst, src, pattern, int n_threads, bint stream):
-    """Read every byte of `src` once and write every byte of `dst` once, as a kernel that
-    did nothing else would: an OpenMP team over 1 MiB chunks of `dst`, each chunk reading
-    its share of `src` (in proportion; 64-bit words, xor-ed together so that the reads
-    cannot be left out), then writing the bytes of `pattern` over it, repeated from the
-    start of `dst` (ordinary or line-streaming stores).  `pattern`, a sample of the real
-    output small enough to stay in the L1 cache: this VM's memory writes lines of zeros
-    faster than other lines, and a max-pool gradient is mostly zeros.  All C-contiguous,
-    `src` a whole number of 64-bit words.  Returns the xor of `src`'s words.  The
-    benchmarks' traffic bound, the least time for a gradient that reads grad_output (and
-    indices) once and writes grad_input once (benchmarks/bench.py); not part of the API."""
-    cdef const uint64_t[::1] s = memoryview(src).cast("B").cast("Q")
-    cdef uint8_t[::1] d = memoryview(dst).cast("B")
-    cdef const uint8_t[::1] pat = memoryview(pattern).cast("B")
-    cdef Py_ssize_t nw = d.shape[0], nr = s.shape[0], npat = pat.shape[0], chunk = 1 << 20
-    cdef Py_ssize_t nchunk = (nw + chunk - 1) // chunk, i, a, r0
-    cdef uint64_t x = 0
-    if nw == 0 or nr == 0 or npat == 0:
-        raise ValueError("src, dst and pattern must not be empty")
-    with nogil, parallel(num_threads=n_threads, use_threads_if=n_threads > 1):
-        for i in prange(nchunk, schedule='static'):
-            a = i * chunk
-            r0 = nr * i // nchunk
-            x ^= _traffic_chunk(&d[a], min(chunk, nw - a), a, &s[0] + r0,
-                                nr * (i + 1) // nchunk - r0, stream, &pat[0], npat)
-        pg_store_fence()
-    return x
+def threads_for_work(Py_ssize_t budget, Py_ssize_t nbytes, Py_ssize_t n_items):
+    """_threads_for, for pool_grad._threads.for_work."""
+    return _threads_for(budget, nbytes, n_items)
 
 
 # --------------------------------------------------------------------------------------
 # execution shared by the planned kernels: thread count, workspace, scratch
 # --------------------------------------------------------------------------------------
 
-# Bytes of memory traffic below which a second thread does not pay for itself; each
-# further thread needs as much again (benchmarks/bench.py measures it).
 cdef enum:
-    C_GRAIN_BYTES = 1 << 18
     # calls moving fewer bytes than this keep the GIL: releasing and taking it back costs
     # more than such a kernel runs (a few microseconds)
     C_NOGIL_BYTES = 1 << 16
@@ -481,7 +435,6 @@ cdef enum:
     # the workspace start is rounded up to this many bytes, which workspace sizes include
     C_ALIGN = 64
 
-GRAIN_BYTES = C_GRAIN_BYTES
 ALIGN = C_ALIGN
 
 # A kernel with alternate forms (PlannedKernel.add_alternate: the other store form, or
@@ -644,12 +597,7 @@ cdef class PlannedKernel:
 
     cpdef int threads_for(self, int budget):
         """Threads worth using within ``budget`` for this call's work size."""
-        cdef Py_ssize_t nt = budget
-        if nt > self.n_items:
-            nt = self.n_items
-        if nt > self.traffic // C_GRAIN_BYTES:
-            nt = self.traffic // C_GRAIN_BYTES
-        return <int>nt if nt > 1 else 1
+        return <int>_threads_for(budget, self.traffic, self.n_items)
 
     def workspace_size(self, int budget):
         """Bytes of workspace a call of at most ``budget`` threads needs (in any of its
@@ -1741,7 +1689,7 @@ cdef class AvgGatherKernel(PlannedKernel):
         # strips_ok: planes may go in strips down each plane where the form applies
         # (float32 outputs in the cache, fstrips; float64 stride 1, f64.strips);
         # plane_byplane: planes in registers stored plane by plane (a timed form,
-        # _plan.PLANE_BY_PLANE_TIMED)
+        # the form "by_plane")
         cdef const int64_t[::1] t
         dlo, dhi, hlo, hhi, wlo, whi = tables
         wd, wh, ww = weights
@@ -1793,27 +1741,28 @@ cdef class AvgGatherKernel(PlannedKernel):
         # F16C when the plan is made: its scratch is then only the row pointers): float32
         # or 16-bit, at least 8 contiguous lanes (pg_lanes_row), float64 at least 4
         # (pg_lanes_row_f64), at most 8 terms a value
-        g.lanes_row = (rnd == R_NONE and g.L >= (4 if kind == K_F64 else 8)
+        g.lanes_row = (_form(0) and rnd == R_NONE and g.L >= (4 if kind == K_F64 else 8)
                        and 0 < g.m <= PG_MAX_TAPS and not tstore and not g.fill
                        and max_terms <= 8 and max_terms * g.m <= LANES_ROW_TERMS
                        and g.gs[5] == 1 and g.xs[5] == 1
                        and pg_have_avx2() != 0 and pg_have_f16c() != 0)
         # (16-bit only: its rounding is what a run saves; float32 k2s2 took 1.04x with runs)
         g.lanes_crun = NULL
-        if g.lanes_row and g.W > 1 and (kind == K_F16 or kind == K_BF16):
+        if g.lanes_row and g.W > 1 and (kind == K_F16 or kind == K_BF16) and _form(3):
             crun = _column_runs(np.asarray(taps).reshape(g.W, g.m))
             if crun is not None:
                 self._crun = crun
                 t = crun; g.lanes_crun = &t[0]
         # rows with the same windows formed once and copied (_lanes_rows) where a row fits
         # in LANES_COPY_BYTES (the core's L2 keeps it for its copies)
-        g.lanes_copy = g.lanes_row and g.W * g.L * gi6.itemsize <= LANES_COPY_BYTES
+        g.lanes_copy = (g.lanes_row and g.W * g.L * gi6.itemsize <= LANES_COPY_BYTES
+                        and _form(1))
         # short rows (below STREAM_ROW_BYTES) stream too where the output is larger than the
         # last-level cache (region) and a stored value costs at most 2 terms (the value's
         # terms over the equal rows that share it): k2s2 and adaptive 2:1 took 0.43-1.04x
         # the time of ordinary stores (2-vCPU EPYC, C = 16-64), while k3s2p1 (4 terms) took
         # up to 1.15x on one thread and k3s1p1 (9) 1.29x
-        if (g.lanes_row and region and not g.stream
+        if (g.lanes_row and region and not g.stream and _form(2)
                 and max_terms * g.m <= 2 * _min_run(dlo, dhi) * _min_run(hlo, hhi)):
             g.stream = 1
         # where the rows stream: pairs of equal rows are formed together when their columns
@@ -1839,13 +1788,14 @@ cdef class AvgGatherKernel(PlannedKernel):
             # W a multiple of 8): k3s1p1 NCHW 32 x 64 x 56 x 56 (streamed) took 0.78-0.82x
             # the time of the register rows on 1 and 2 threads, 8 x 64 x 56 x 56 (in the
             # cache) 0.81-0.85x that of the row loop (2-vCPU EPYC)
-            strips = (strips_ok and g.P == 1 and g.W >= 8 and gi6.shape[5] == 1 and not tstore
+            strips = (strips_ok and _form(9) and g.P == 1 and g.W >= 8 and gi6.shape[5] == 1 and not tstore
                       and not g.fill and np.all(np.diff(np.asarray(hhi)) >= 0))
             # stride 2 in the cache too, with ordinary stores (pg_vs, nt = 0): k3s2p1 at
             # 56x56 and 112x112, 3-6 MB, took 0.54-0.65x the time of the row loop on 1
             # and 2 threads (2-vCPU EPYC)
             cached2 = (g.P == 2 and gi6.shape[5] == 1 and not tstore and not g.fill)
             if ((g.stage64 or strips or cached2) and g.gap == 1 and pg_have_avx2()
+                    and _form(4)
                     and ((g.P == 2 and poly[3][0] + poly[3][1] <= 3
                           and np.all(np.asarray(hhi) - np.asarray(hlo) <= 2))
                          or (g.P == 1 and poly[3][0] <= 3
@@ -1881,7 +1831,7 @@ cdef class AvgGatherKernel(PlannedKernel):
         # float64 rows of one lane prefetch too (in _gather_item's row loop): NCHW k3s2p1
         # 16 x 64 x 112 x 112 took 0.80x the time on 1 thread, 0.85-0.95x on 2; its
         # channels-last twin lost 1.0-1.05x (2-vCPU EPYC)
-        g.prefetch = prefetch and kind == K_F64 and g.L == 1
+        g.prefetch = prefetch and kind == K_F64 and g.L == 1 and _form(11)
         self.c_item = ("" if g.fused64 == NULL else "region, fused" if self.f64.nt
                        else "fused")
         # rows long enough to stream one by one (merged channels-last rows: C = 12 at 112
@@ -1918,10 +1868,10 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.it.sent = runs[2]
             self.it.spread = self.it.spread32 = NULL
             self.it.spread_wide = self.it.spread32_wide = 0
-            if runs[3] is not None and kind != K_F32:
+            if runs[3] is not None and kind != K_F32 and _form(10):
                 t = runs[3][0]; self.it.spread = &t[0]
                 self.it.spread_wide = runs[3][1]
-            if runs[4] is not None and kind == K_F32:
+            if runs[4] is not None and kind == K_F32 and _form(10):
                 t = runs[4][0]; self.it.spread32 = &t[0]
                 self.it.spread32_wide = runs[4][1]
             self.it.tspread, self.it.tspread_wide = NULL, 0
@@ -1933,7 +1883,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                 self.it.nrun = runs[0].shape[0] - 1
             # R rows (pg_item.h) and a pointer each live where the E rows would (W floats
             # a row): (Wo + 2) values + 8 bytes, and up to 7 bytes of alignment
-            if (g.m == 1 and (g.Wo + 2) * (4 if kind == K_F32 else 2) + 16 <= 4 * g.W
+            if (_form(5) and g.m == 1 and (g.Wo + 2) * (4 if kind == K_F32 else 2) + 16 <= 4 * g.W
                     and np.all(np.asarray(dhi) - np.asarray(dlo) <= 1)
                     and np.all(np.asarray(hhi) - np.asarray(hlo) <= 1)):
                 dup2 = np.array_equal(np.asarray(taps), np.arange(g.W) // 2)
@@ -1943,7 +1893,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                 # planes under one D window are copied from the first (adaptive 2:1 in D:
                 # 1.3x, the copies read back what was streamed)
                 spread = (self.it.spread if kind != K_F32 else self.it.spread32) != NULL
-                pair_nt = ((dup2 or spread) and big
+                pair_nt = ((dup2 or spread) and big and _form(6)
                            and (g.W * gi6.itemsize) % 16 == 0
                            and (g.xs[3] * gi6.itemsize) % 16 == 0
                            and _max_run(dlo, dhi) == 1)
@@ -1960,7 +1910,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                 # planes as one row (bfloat16 392 bytes, float32 784) took 0.75-0.85x the
                 # time on 1 thread, 0.90-0.93x on 2 (2-vCPU EPYC); flat rows of 1.5-1.8 KB
                 # (28 x 28, 30 x 30 16-bit) gained nothing; pairs that stream lost 1.1x
-                self.it.staged = (self.it.single and big
+                self.it.staged = (self.it.single and big and _form(7)
                                   and not (self.it.pair_nt and g.H >= 2)
                                   and g.W * gi6.itemsize <= 1024 and g.xs[3] == g.W
                                   and _max_run(dlo, dhi) == 1)
@@ -1975,7 +1925,8 @@ cdef class AvgGatherKernel(PlannedKernel):
             # Outputs in the cache take it too, with ordinary stores (pg_vs, nt = 0; not
             # the one-term rows: k2s2 stays `single`): k3s2p1 at 56x56 and 112x112, 3-6 MB,
             # took 0.88-0.91x the time of the row loop on 1 and 2 threads (2-vCPU EPYC)
-            self.it.fused = ((self.it.region or (kind == K_F32 and not self.it.single))
+            self.it.fused = (_form(8)
+                             and (self.it.region or (kind == K_F32 and not self.it.single))
                              and pg_have_avx2() and g.P == 2 and g.gap == 1
                              and poly[3][0] + poly[3][1] <= 3
                              and self.it.qx0 == 0 and 2 * self.it.qx1 == g.W
@@ -1991,7 +1942,7 @@ cdef class AvgGatherKernel(PlannedKernel):
             # on 1 and 2 threads, 2x64x112x112 0.92-0.94x, k3s1p1 4x64x56x56 0.81-0.83x
             # that of the row loop (2-vCPU EPYC)
             rising = bool(np.all(np.diff(np.asarray(hhi)) >= 0))
-            self.it.fstrips = (strips_ok and rising and not self.it.region and (
+            self.it.fstrips = (strips_ok and _form(9) and rising and not self.it.region and (
                 (self.it.fused and self.it.qx1 >= 16)
                 or (kind == K_F32 and not self.it.single and pg_have_avx2() and g.P == 1
                     and g.gap == 1 and poly[3][0] <= 3 and self.it.qx0 == 0
@@ -2008,7 +1959,7 @@ cdef class AvgGatherKernel(PlannedKernel):
             # 0.79 / 0.81 / 0.87x the time on 1 thread, 0.90 / 0.85 / 0.82x on 2, and
             # bfloat16 256 x 512 x 14 x 14 0.96x (2-vCPU EPYC); the other items gained
             # nothing (region) or lost (channels-last lanes, 1.05-1.1x)
-            g.prefetch = self.it.single and prefetch
+            g.prefetch = self.it.single and prefetch and _form(11)
             self.c_item = ("single, streamed pairs" if self.it.pair_nt else
                            "single, staged" if self.it.staged else
                            "single" if self.it.single else
@@ -2763,7 +2714,7 @@ cdef class MaxScatterKernel(PlannedKernel):
         cdef int fk = 0 if kind == K_F32 else (1 if kind == K_BF16 else 2)
         # (both forms walk the rows of 2-D planes: never for a D axis of more than one)
         window = window and d <= 1 and go6.shape[2] <= 1
-        g.window = (window and kind != K_F64 and pg_scatter_fast(fk)
+        g.window = (window and _form(12) and kind != K_F64 and pg_scatter_fast(fk)
                     and g.nbh == 1 and g.L == 1 and g.Ho > 0
                     and g.H % g.Ho == 0 and g.H // g.Ho < 128 and g.W == 2 * g.Wo
                     and g.Wo % 8 == 0 and g.gs[4] == 1 and g.js[4] == 1)
@@ -2790,9 +2741,9 @@ cdef class MaxScatterKernel(PlannedKernel):
         # transposes, the codes by the check's pass and the values a row at a time into
         # the thread's scratch (32x64x112x112 -> 56x56 bfloat16, 2-vCPU EPYC: the
         # scatter's lanes PG_LTILE columns at a time took 10.3 ms on 1 thread, 5.6 on 2)
-        g.lmixed = (lane_rows and g.Wo >= 8 and g.xs[5] == 1 and g.gs[4] == 1
+        g.lmixed = (lane_rows and _form(14) and g.Wo >= 8 and g.xs[5] == 1 and g.gs[4] == 1
                     and g.js[4] == 1 and g.gs[5] != 1 and g.js[5] != 1)
-        g.lwindow = (window and kind != K_F64 and pg_scatter_fast(fk) and g.C == 1
+        g.lwindow = (window and _form(13) and kind != K_F64 and pg_scatter_fast(fk) and g.C == 1
                      and (flat_rows or lane_rows) and g.Ho > 0 and g.Wo > 0
                      and g.H % g.Ho == 0 and g.W % g.Wo == 0
                      and (g.H // g.Ho) * (g.W // g.Wo) <= 64

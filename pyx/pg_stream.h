@@ -1606,36 +1606,6 @@ static inline void pg_stage_finish(pg_stage *s)
     pg_stage_end(s, PG_X86_DISPATCH && pg_have_avx2());
 }
 
-/* n bytes from src to dst with plain vector loads and stores, 32 (AVX2) or 16 bytes at a
- * time: the benchmarks' traffic bound (_kernels.pyx), for which memcpy would pick its own
- * method by size (rep movsb, streaming stores) */
-#if PG_X86_DISPATCH
-PG_TARGET_AVX2
-static void pg_bench_copy_avx2(char *dst, const char *src, ptrdiff_t n)
-{
-    ptrdiff_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        _mm256_storeu_si256((__m256i *)(dst + i), _mm256_loadu_si256((const __m256i *)(src + i)));
-    for (; i < n; i++) dst[i] = src[i];
-}
-#endif
-
-static inline void pg_bench_copy(char *dst, const char *src, ptrdiff_t n)
-{
-#if PG_X86_DISPATCH
-    if (pg_have_avx2()) {
-        pg_bench_copy_avx2(dst, src, n);
-        return;
-    }
-#endif
-    ptrdiff_t i = 0;
-#if PG_HAVE_STREAM
-    for (; i + 16 <= n; i += 16)
-        _mm_storeu_si128((__m128i *)(dst + i), _mm_loadu_si128((const __m128i *)(src + i)));
-#endif
-    for (; i < n; i++) dst[i] = src[i];
-}
-
 /* streaming stores are weakly ordered: fence before other threads may read the data */
 static inline void pg_store_fence(void)
 {

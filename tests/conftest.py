@@ -132,6 +132,17 @@ def torch():
 
 
 @pytest.fixture
+def forms_off():
+    """pool_grad._plan.set_forms_off (turn off exactly the named forms in plans made from
+    then on); the forms are as they were again after the test."""
+    from pool_grad import _plan
+
+    saved = _plan._off
+    yield _plan.set_forms_off
+    _plan.set_forms_off(saved)
+
+
+@pytest.fixture
 def restore_num_threads():
     """Restore pool_grad's default thread count after a test that changes it."""
     import pool_grad

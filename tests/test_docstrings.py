@@ -27,7 +27,7 @@ DOCUMENTED = [
 
 @pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
 def test_docstring_examples_print_what_they_show(module):
-    saved = _threads._user_threads   # set_num_threads' example changes the default
+    saved = _threads.user_threads()   # set_num_threads' example changes the default
     try:
         result = doctest.testmod(module, optionflags=doctest.NORMALIZE_WHITESPACE,
                                  raise_on_error=False, report=True)

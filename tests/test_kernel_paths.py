@@ -528,19 +528,19 @@ PLANE_CASES = [  # (dtype, x shape, kernel, stride, padding, ceil_mode, count_in
 @pytest.mark.parametrize("dtype, x_shape, k, st, p, ceil, cip", PLANE_CASES,
                          ids=lambda v: getattr(v, "__name__", None))
 def test_small_planes_time_the_plane_form_beside_the_lanes_with_the_same_bits(
-        monkeypatch, restore_num_threads, dtype, x_shape, k, st, p, ceil, cip):
+        forms_off, monkeypatch, restore_num_threads, dtype, x_shape, k, st, p, ceil, cip):
     """Small NCHW planes that the plan runs as lanes, but that fit the planes-in-registers
     form (pg_plane.h), are planned with that form as a timed alternate ("cache plane")
     where the output is over TUNE_SHAPE_BYTES; every call, through the timing and after,
     gives the bits of the lanes alone and the reference's values."""
     _, ref, make_op = _avg_call(dtype, x_shape, k, st, p, ceil, cip, seed=19)
     monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", 0)
-    monkeypatch.setattr(_plan, "PLANE_REGS_TIMED", False)
+    forms_off({"plane_timed"})
     alone = make_op()
     assert alone._kernel.c_item != "plane" and alone._kernel.alternates == ()
     want = _alone_bits(alone, dtype, ref)
 
-    monkeypatch.setattr(_plan, "PLANE_REGS_TIMED", True)
+    forms_off(())
     op = make_op()
     kernel = op._kernel
     assert [(a.form, a.c_item) for a in kernel.alternates] == [("cache plane", "plane")]
@@ -568,7 +568,7 @@ PLANE_RULE_CASES = [  # (dtype, x shape, kernel, stride, padding, ceil_mode, cou
 @pytest.mark.parametrize("dtype, x_shape, k, st, p, ceil, cip", PLANE_RULE_CASES,
                          ids=lambda v: getattr(v, "__name__", None))
 def test_planes_in_registers_time_the_plane_order_with_the_same_bits(
-        monkeypatch, restore_num_threads, dtype, x_shape, k, st, p, ceil, cip):
+        forms_off, monkeypatch, restore_num_threads, dtype, x_shape, k, st, p, ceil, cip):
     """Planes that the plan puts in registers (pg_plane.h) store each row for a chunk of
     planes; over TUNE_SHAPE_BYTES the same float32 call storing one plane after the
     other is timed beside it ("by plane"), in both store forms (16-bit: the row order
@@ -576,14 +576,14 @@ def test_planes_in_registers_time_the_plane_order_with_the_same_bits(
     alone and the reference's values."""
     _, ref, make_op = _avg_call(dtype, x_shape, k, st, p, ceil, cip, seed=23)
     monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", 0)
-    monkeypatch.setattr(_plan, "PLANE_BY_PLANE_TIMED", False)
+    forms_off({"by_plane"})
     alone = make_op()
     if alone._kernel.c_item != "plane":
         pytest.skip("no AVX2: the planes do not go in registers")
     assert alone._kernel.alternates == ()
     want = _alone_bits(alone, dtype, ref)
 
-    monkeypatch.setattr(_plan, "PLANE_BY_PLANE_TIMED", True)
+    forms_off(())
     by_plane = dtype == np.float32   # the 16-bit formats keep the row order only
     for tune_bytes, forms in ((None, ["cache by plane"] if by_plane else []),
                               (0, ["stream", "cache by plane", "stream by plane"]
@@ -669,7 +669,7 @@ def _sliding_grad(shape, dtype, rng):
                          ids=["f32", "f16", "bf16"])
 @pytest.mark.parametrize("x_shape, k, st, p, ceil, cip", SLIDING_TAPS)
 def test_planes_in_registers_with_sliding_taps_give_the_lanes_bits(
-        monkeypatch, restore_num_threads, x_shape, k, st, p, ceil, cip, dtype):
+        forms_off, monkeypatch, restore_num_threads, x_shape, k, st, p, ceil, cip, dtype):
     go = _sliding_grad(_avg_out_shape(x_shape, k, st, p, ceil), dtype,
                        np.random.default_rng(29))
     ref = ref_avg_pool2d_backward(go, x_shape, (k, k), (st, st), (p, p), ceil, cip, 0)
@@ -692,10 +692,10 @@ def test_planes_in_registers_with_sliding_taps_give_the_lanes_bits(
         np.testing.assert_allclose(out.astype(np.float64), ref, rtol=rtol, atol=atol)
         return op._kernel.c_item, outs[0]
 
-    monkeypatch.setattr(_plan, "PLANE_REGS", False)
+    forms_off({"plane"})
     item, want = run()
     assert item != "plane"
-    monkeypatch.setattr(_plan, "PLANE_REGS", True)
+    forms_off(())
     monkeypatch.setattr(_plan, "PLANE_REGS_TAPS", 4)
     monkeypatch.setattr(_plan, "PLANE_REGS_W", {4: 1, 2: 1})
     item, got = run()
@@ -1558,7 +1558,7 @@ def test_small_planes_through_transposes_give_the_same_bits_as_baseline(dtype, s
 
 
 # small NCHW plane lanes formed one plane at a time, each row in registers (pg_plane.h,
-# _plan.PLANE_REGS): the reference's values and the transposes' bits, for rows of 1 to
+# the form "plane"): the reference's values and the transposes' bits, for rows of 1 to
 # 16 values with 1 to 4 taps a column, grad_output rows whose sentinel slots pass one
 # register (k3s1p1 at W = 14), W weights, divisor_override, C not a multiple of 8 and in
 # lane blocks, planes in reverse order, grad_input rows apart from each other, adaptive
@@ -1602,7 +1602,7 @@ def _plane_views(values, layout):
 @pytest.mark.parametrize("mode", ["stores", "streamed", "split"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, BFLOAT16],
                          ids=["float32", "float16", "bfloat16"])
-def test_small_planes_in_registers_give_the_transposes_bits(dtype, mode, request,
+def test_small_planes_in_registers_give_the_transposes_bits(forms_off, dtype, mode, request,
                                                             monkeypatch):
     """`streamed`: outputs staged and streamed, as those larger than the cache are;
     `split`: items of a few rows of a plane."""
@@ -1649,25 +1649,25 @@ def test_small_planes_in_registers_give_the_transposes_bits(dtype, mode, request
     in_registers = runs()
     assert all(used), used
     used.clear()
-    monkeypatch.setattr(_plan, "PLANE_REGS", False)
+    forms_off({"plane"})
     for a, b in zip(in_registers, runs(), strict=True):
         assert np.array_equal(a, b)
     assert not any(used)
 
 
-def _same_bits_as_plane_rows(monkeypatch, runs):
+def _same_bits_as_plane_rows(forms_off, monkeypatch, runs):
     """runs() gives the same bits with channels-last input into NCHW run as lanes
-    (_plan.MIXED_LANES) and as plane rows reading it strided."""
+    (the form "mixed_lanes") and as plane rows reading it strided."""
     monkeypatch.setattr(functions, "_cache", {})
     lanes = runs()
-    monkeypatch.setattr(_plan, "MIXED_LANES", False)
+    forms_off({"mixed_lanes"})
     monkeypatch.setattr(functions, "_cache", {})
     for a, b in zip(lanes, runs(), strict=True):
         assert np.array_equal(a, b)
 
 
 # channels-last grad_output into an NCHW grad_input (what a one-shot call returns) as
-# plane lanes (_plan.MIXED_LANES): the reference's values and the bits of the plane rows
+# plane lanes (the form "mixed_lanes"): the reference's values and the bits of the plane rows
 # that read grad_output strided; C = 8, 13, 72 (blocks of 36) and 128 (of 64), planes
 # split into blocks of rows (few items), W weights, 16-bit rounding
 MIXED_AVG = [  # (x shape, kernel, stride, padding, count_include_pad)
@@ -1679,7 +1679,8 @@ MIXED_AVG = [  # (x shape, kernel, stride, padding, count_include_pad)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_channels_last_into_nchw_as_plane_lanes_gives_the_rows_bits(dtype, monkeypatch):
+def test_channels_last_into_nchw_as_plane_lanes_gives_the_rows_bits(dtype, monkeypatch,
+                                                                    forms_off):
     rng = np.random.default_rng(33)
     calls = []
     for x_shape, k, s, p, cip in MIXED_AVG:
@@ -1703,13 +1704,13 @@ def test_channels_last_into_nchw_as_plane_lanes_gives_the_rows_bits(dtype, monke
     if dtype != np.float64:   # as plane lanes
         assert all(_plan.gather_views6(go, np.empty(x_shape, dtype), 2)[2]
                    for go, x_shape, *_ in calls)
-    _same_bits_as_plane_rows(monkeypatch, runs)
+    _same_bits_as_plane_rows(forms_off, monkeypatch, runs)
 
 
 @pytest.mark.parametrize("idx_dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_max_pool_channels_last_into_nchw_as_lanes_gives_the_rows_bits(dtype, idx_dtype,
-                                                                       monkeypatch):
+                                                                       monkeypatch, forms_off):
     """Channels-last grad_output and indices into an NCHW grad_input, C as lanes stored
     through transposes (_plan.mixed_lanes): the reference's values and the bits of the
     plane rows, repeated indices summed in the same order, C = 8, 13 and 64, blocks of
@@ -1747,7 +1748,7 @@ def test_max_pool_channels_last_into_nchw_as_lanes_gives_the_rows_bits(dtype, id
         assert np.all(out == 7)
         return outs
 
-    _same_bits_as_plane_rows(monkeypatch, runs)
+    _same_bits_as_plane_rows(forms_off, monkeypatch, runs)
 
 
 # grad_output or indices that do not hold a pixel's lanes together (NCHW planes, as the
@@ -2972,9 +2973,9 @@ def _window_indices(x_shape, out, rng, mode):
 
 
 @pytest.fixture
-def no_window(monkeypatch):
+def no_window(forms_off, monkeypatch):
     """The max-pool gradient as the scatter everywhere."""
-    monkeypatch.setattr(_plan, "SCATTER_WINDOW", False)
+    forms_off({"window", "lwindow"})
     monkeypatch.setattr(functions, "_cache", {})
 
 
@@ -3128,7 +3129,7 @@ def _lanes_gather_runs(cases, dtype):
             op = pg.AdaptiveMaxPool2dBackward(go, x_shape, idx, out)
             if dtype != np.float64 and _kernels.simd_in_use() == "avx2":
                 assert ((op._kernel.shared_bytes >= idx.size)
-                        == (_plan.SCATTER_WINDOW and planned(gap))), (x_shape, gap)
+                        == (_plan.on("lwindow") and planned(gap))), (x_shape, gap)
             for nt in (1, 3):
                 out[...] = 7
                 op.execute(n_threads=nt)

@@ -43,10 +43,10 @@ def _installed_files(dist):
 def default_threads():
     """pool_grad's thread default left to the OpenMP runtime (no set_num_threads) for the
     test, and put back afterwards."""
-    saved = _threads._user_threads
+    saved = _threads.user_threads()
     pool_grad.set_num_threads(None)
     yield
-    _threads._user_threads = saved
+    pool_grad.set_num_threads(saved)
 
 
 def _run_python(code, **env):
