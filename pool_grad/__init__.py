@@ -1,12 +1,14 @@
 """pool_grad: input gradients of the Ascend CANN aclnn pooling operators on the CPU.
 
-Eight operators, three layers over one planned-kernel machinery:
+Eight operators, three layers over one planned-kernel machinery::
+
   functions  avg_pool{2,3}d_backward, adaptive_avg_pool{2,3}d_backward,
              adaptive_max_pool{2,3}d_backward, max_pool2d_with_indices_backward,
              max_pool3d_with_argmax_backward
   objects    AvgPool2dBackward, ... (validate and plan at construction; .workspace_size;
              .execute())
   aclnn      pool_grad.aclnn.aclnn*GetWorkspaceSize / aclnn* with the C argument order
+
 plus the forward companions avg_pool{2,3}d, adaptive_avg_pool{2,3}d,
 adaptive_max_pool{2,3}d, max_pool{2,3}d.
 """

@@ -3,7 +3,7 @@
 ``...GetWorkspaceSize`` validates and plans, returning ``(workspace_size, executor)``;
 the operator call runs the executor and returns ACLNN_SUCCESS.  Where C returns an error
 status, these functions raise the matching AclnnError (its ``.code`` is the status).
-The executor is the two-phase object of `pool_grad` (`AvgPool2dBackward`, ...); the
+The executor is pool_grad's two-phase object (`pool_grad.AvgPool2dBackward`, ...); the
 stream argument is None (run now) or a `pool_grad.Stream`.
 
 >>> import numpy as np
@@ -56,8 +56,8 @@ def aclnnAvgPool2dBackwardGetWorkspaceSize(gradOutput: ArrayLike, self: XLike,
                                            divisorOverride: int | None, cubeMathType: int,
                                            gradInput: Array
                                            ) -> tuple[int, AvgPool2dBackward]:
-    """Validate and plan (`AvgPool2dBackward`'s arguments, C order and names); returns
-    ``(workspace_size, executor)``."""
+    """Validate and plan (`pool_grad.AvgPool2dBackward`'s arguments, C order and
+    names); returns ``(workspace_size, executor)``."""
     op = AvgPool2dBackward(gradOutput, self, kernelSize, stride, padding, ceilMode,
                            countIncludePad, divisorOverride, cubeMathType, gradInput)
     return op.workspace_size, op
@@ -72,7 +72,7 @@ def aclnnAvgPool2dBackward(workspace: Any, workspaceSize: int, executor: AvgPool
 def aclnnAdaptiveAvgPool3dBackwardGetWorkspaceSize(gradOutput: ArrayLike, self: XLike,
                                                    out: Array
                                                    ) -> tuple[int, AdaptiveAvgPool3dBackward]:
-    """Validate and plan (`AdaptiveAvgPool3dBackward`'s arguments); returns
+    """Validate and plan (`pool_grad.AdaptiveAvgPool3dBackward`'s arguments); returns
     ``(workspace_size, executor)``."""
     op = AdaptiveAvgPool3dBackward(gradOutput, self, out)
     return op.workspace_size, op
@@ -88,7 +88,7 @@ def aclnnAdaptiveAvgPool3dBackward(workspace: Any, workspaceSize: int,
 def aclnnAdaptiveMaxPool2dBackwardGetWorkspaceSize(gradOutput: ArrayLike, self: XLike,
                                                    indices: ArrayLike, gradInput: Array
                                                    ) -> tuple[int, AdaptiveMaxPool2dBackward]:
-    """Validate and plan (`AdaptiveMaxPool2dBackward`'s arguments); returns
+    """Validate and plan (`pool_grad.AdaptiveMaxPool2dBackward`'s arguments); returns
     ``(workspace_size, executor)``."""
     op = AdaptiveMaxPool2dBackward(gradOutput, self, indices, gradInput)
     return op.workspace_size, op
@@ -108,8 +108,8 @@ def aclnnAvgPool3dBackwardGetWorkspaceSize(gradOutput: ArrayLike, self: XLike,
                                            countIncludePad: bool,
                                            divisorOverride: int | None, output: Array
                                            ) -> tuple[int, AvgPool3dBackward]:
-    """Validate and plan (`AvgPool3dBackward`'s arguments, C order and names); returns
-    ``(workspace_size, executor)``."""
+    """Validate and plan (`pool_grad.AvgPool3dBackward`'s arguments, C order and
+    names); returns ``(workspace_size, executor)``."""
     op = AvgPool3dBackward(gradOutput, self, kernelSize, stride, padding, ceilMode,
                            countIncludePad, divisorOverride, output)
     return op.workspace_size, op
@@ -124,7 +124,7 @@ def aclnnAvgPool3dBackward(workspace: Any, workspaceSize: int, executor: AvgPool
 def aclnnAdaptiveAvgPool2dBackwardGetWorkspaceSize(gradOutput: ArrayLike, self: XLike,
                                                    out: Array
                                                    ) -> tuple[int, AdaptiveAvgPool2dBackward]:
-    """Validate and plan (`AdaptiveAvgPool2dBackward`'s arguments); returns
+    """Validate and plan (`pool_grad.AdaptiveAvgPool2dBackward`'s arguments); returns
     ``(workspace_size, executor)``."""
     op = AdaptiveAvgPool2dBackward(gradOutput, self, out)
     return op.workspace_size, op
@@ -140,7 +140,7 @@ def aclnnAdaptiveAvgPool2dBackward(workspace: Any, workspaceSize: int,
 def aclnnAdaptiveMaxPool3dBackwardGetWorkspaceSize(gradOutput: ArrayLike, self: XLike,
                                                    indices: ArrayLike, gradInput: Array
                                                    ) -> tuple[int, AdaptiveMaxPool3dBackward]:
-    """Validate and plan (`AdaptiveMaxPool3dBackward`'s arguments); returns
+    """Validate and plan (`pool_grad.AdaptiveMaxPool3dBackward`'s arguments); returns
     ``(workspace_size, executor)``."""
     op = AdaptiveMaxPool3dBackward(gradOutput, self, indices, gradInput)
     return op.workspace_size, op
@@ -160,7 +160,7 @@ def aclnnMaxPool2dWithIndicesBackwardGetWorkspaceSize(gradOutput: ArrayLike, sel
                                                       dilation: Ints, ceilMode: bool,
                                                       gradInput: Array
                                                       ) -> tuple[int, MaxPool2dWithIndicesBackward]:
-    """Validate and plan (`MaxPool2dWithIndicesBackward`'s arguments); returns
+    """Validate and plan (`pool_grad.MaxPool2dWithIndicesBackward`'s arguments); returns
     ``(workspace_size, executor)``."""
     op = MaxPool2dWithIndicesBackward(gradOutput, self, indices, kernelSize, stride, padding,
                                       dilation, ceilMode, gradInput)
@@ -181,7 +181,7 @@ def aclnnMaxPool3dWithArgmaxBackwardGetWorkspaceSize(gradOutput: ArrayLike, self
                                                      dilation: Ints, ceilMode: bool,
                                                      gradInput: Array
                                                      ) -> tuple[int, MaxPool3dWithArgmaxBackward]:
-    """Validate and plan (`MaxPool3dWithArgmaxBackward`'s arguments); returns
+    """Validate and plan (`pool_grad.MaxPool3dWithArgmaxBackward`'s arguments); returns
     ``(workspace_size, executor)``."""
     op = MaxPool3dWithArgmaxBackward(gradOutput, self, indices, kernelSize, stride, padding,
                                      dilation, ceilMode, gradInput)

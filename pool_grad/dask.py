@@ -24,8 +24,8 @@ avoids oversubscribing the cores.
 ``import pool_grad`` never imports dask; this module needs ``pip install "dask[array]"``
 (and ``distributed`` for a cluster).
 
-Example
--------
+Examples
+--------
 >>> import dask.array as da
 >>> import numpy as np
 >>> import pool_grad.dask as pgd
