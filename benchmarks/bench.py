@@ -508,8 +508,8 @@ def _auto_threads(op, budget=None):
 
 def _settle(op, ws, most=32):
     """Run op until it uses one form (private API: None where it is missing); returns
-    that form ("stream" or "cache", with " rows", " plane" or " by plane" for another
-    shape of the same work, ops.py's other_shape)."""
+    that form ("stream" or "cache", with " rows" for another shape of the same work, the
+    float64 strips' row form: ops.py's other_shape)."""
     kern = getattr(op, "_kernel", None)
     for _ in range(most):
         form = getattr(kern, "store_form", None)

@@ -65,9 +65,9 @@ class Operator:
         -----
         Where grad_input is larger than 8 MiB, the first thirteen calls time two store
         forms (streaming or ordinary stores) and later calls use the faster: the same bits.
-        An average-pool gradient over 1 MiB whose planes could go in strips also times the
-        row form, and one of small planes run as lanes each plane in registers (up to four
-        forms, 25 calls; ``_kernel.tune_calls``).
+        A float64 average-pool gradient over 1 MiB whose planes go in strips (stride 1)
+        also times the row form beside each store form: thirteen calls up to 8 MiB, 25 (four
+        forms) past it (``_kernel.tune_calls``).
         """
         # budget 0: the default, which the kernel computes (no Python call for it); a
         # plain int in range taken as it is (no call either)

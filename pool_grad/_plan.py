@@ -28,8 +28,7 @@ from ._validate import BFLOAT16
 # timing of forms over the first calls).  A form turned off leaves a call to the next form
 # that its rules allow: the same bits, another speed.
 PLAN_FORMS = ("tstore", "tstore_d", "mixed_lanes", "folded", "flat_lanes", "flat_planes",
-              "plane", "plane_one", "sliding", "plane_timed", "by_plane", "sparse",
-              "stream", "tune")
+              "plane", "sliding", "sparse", "stream", "tune")
 FORMS = PLAN_FORMS + _kernels.KERNEL_FORMS
 _off = frozenset()
 
@@ -52,7 +51,7 @@ def set_forms_off(names):
 
 
 class forms_off:
-    """``with forms_off("fused", "tune"):`` plans made in the block leave those forms out
+    """``with forms_off("strips", "tune"):`` plans made in the block leave those forms out
     (and only those)."""
 
     def __init__(self, *names):
@@ -246,17 +245,6 @@ STREAM_BYTES = max(8 << 20, LLC_BYTES)
 STREAM_ROW_BYTES = 4096
 
 
-# grad_output of at least this many bytes (it does not stay in the L2): the one-term gather
-# items prefetch the next item's rows while they write (pg_cpu.h's pg_pf).  The tests set
-# it to 0 to prefetch in every call.
-PREFETCH_BYTES = 1 << 20
-
-
-def prefetching(go6):
-    """Whether the gather items should prefetch grad_output (a 6-D view) ahead."""
-    return go6.nbytes >= PREFETCH_BYTES
-
-
 def stream_bytes(threads):
     """Outputs larger than this are streamed by a call planned for ``threads`` threads:
     their share of the last-level cache, at least 8 MiB, at most STREAM_BYTES."""
@@ -312,13 +300,13 @@ def streaming_region(out6, threads, min_row=None, limit=None):
 
 # Outputs larger than this are also planned in another shape of the same work where the
 # operator has one (store_forms' ``variant``: the average-pool gradient's row form beside
-# its strips down each plane, float32 in the cache and float64 stride 1, pg_item.h; or its
-# small planes each in registers beside them as lanes, "plane_timed") and timed with
-# the store forms.  On the 2-vCPU EPYC the strips took 0.73-0.94x the time of the rows in
-# the cache (k3s2p1 8 x 64 x 56 x 56 and 2 x 64 x 112 x 112); on the 2-vCPU Cascade Lake
-# 0.77x for a 0.2 MB output in its L2, 1.0x at 0.8 MB, 1.15-1.4x from 3.2 MB on (k3s2p1
-# and k3s1p1, 1 thread), and the row form in the cache beat both the strips and the
-# streamed rows at 26-103 MB (0.75-0.87x on 1 and 2 threads).  None: never.
+# its float64 stride-1 strips down each plane, pg_item.h's pg_fused1_strips_f64) and timed
+# with the store forms.  On the 2-vCPU EPYC the float64 strips took 0.81-0.85x the time of
+# the row loop in the cache (k3s1p1 8 x 64 x 56 x 56); on the 2-vCPU Cascade Lake the
+# float32 strips (a form since removed) took 0.77x the time of the rows for a 0.2 MB output
+# in its L2, 1.0x at 0.8 MB, 1.15-1.4x from 3.2 MB on (k3s2p1 and k3s1p1, 1 thread), and
+# the row form in the cache beat both the strips and the streamed rows at 26-103 MB
+# (0.75-0.87x on 1 and 2 threads).  None: never.
 TUNE_SHAPE_BYTES = 1 << 20
 
 
@@ -813,43 +801,16 @@ MIXED_LANES_ELEMS = 1 << 20
 # 0.73-0.84x; 16-bit k3s2p1 0.64-0.89x at W = 14 and 16, adaptive 0.91-1.0x
 PLANE_REGS_W = {4: 10, 2: 14}
 PLANE_REGS_TAPS = 2
-# ... and where the rule above does not choose it but the planes fit (up to 16 wide, four
-# taps a column, 16-bit and float32), the form is timed beside the lanes' for outputs over
-# TUNE_SHAPE_BYTES: on the 2-vCPU Cascade Lake, 1 thread, 32 x C planes, it took 0.79-0.85x
-# the lanes' time for k3s2p1 8 x 8 float32, 12 x 12 float16 and k3s1p1 14 x 14 float32,
-# 0.97-1.01x for k3s1p1 12 x 12 and k3s2p1 9 x 9 float32, and 1.17-1.37x for k3s1p1 10 x 10
-# float32 and 14 x 14 float16 / bfloat16 (and 1.15-1.37x for k3s1p1 8 x 8 and 7 x 7).
-# Since taps that slide with the column (stride 1) are loads from staged rows, not
-# permutes (pg_plane.h's pg_plane_aff), the timed stride-1 calls took 0.74-0.90x their
-# time before on 1 and 2 threads (float32 k3s1p1 14 x 14 and 8 x 8, k2s1 14 x 14; 7 x 7
-# and 10 x 10 unchanged), and bfloat16 k3s1p1 14 x 14 0.79-0.80x
-# ... and rows of exactly one vector (8 float32 values, formed and stored once): 0.62-0.78x
-# the lanes' time for 8 x 8 k3s2p1 and k2s1 float32 (4 x 64 and 2 x 256 planes, 1 thread,
-# 2-vCPU Cascade Lake; 9 x 9, two vectors a row, 0.97-1.07x), 16-bit 0.90-1.0x (left out)
-PLANE_REGS_ONE = {4: 8}
-
-
-# planes in registers (above) go out each row for a chunk of 16 planes; where the plan
-# chose that form for float32 and the output is over TUNE_SHAPE_BYTES, the same call
-# storing one plane after the other is timed beside it (16-bit: never faster, below).  On the 2-vCPU Cascade Lake, the plane order alone
-# against the row order (1 thread): 0.72x the time for 14 x 14 k3s2p1 float32 (51 MB),
-# 0.81x for 16 x 16, 0.93x for 10 x 10 (13-16 MB), but 1.15x for 14 x 14 bfloat16, 1.16x
-# for 8 x 8 float32 and 1.0-1.25x at 3.2 MB (the row order writes 16 partial lines at a
-# time, a pattern the store prefetch follows for some outputs only).  Timed, against the
-# row order alone (1 and 2 threads): 0.78-0.81x for 14 x 14 float32, 0.78-0.87x for
-# 16 x 16, 0.82-0.90x for 10 x 10, 0.99-1.02x where the row order is kept (16-bit 14 x 14,
-# 8 x 8, 7 x 7)
 
 
 # ... and planes of PLANE_SLIDING_W columns or more whose W taps slide with the column
 # (stride 1, sliding_taps), up to PLANE_SLIDING_TAPS a column, whose E rows are loads
-# from the staged rows (pg_plane_aff) and whose plan then also times the plane order: on
-# the 2-vCPU Cascade Lake, 1 thread, k3s1p1 against the lanes, float32 8 x 8 0.71x the
-# time, 10 x 10 0.74x, 12 x 12 0.66x, 14 x 14 0.60x; bfloat16 10 x 10 0.92x, 14 x 14
-# 0.71x (7 x 7: 1.0x float32, 1.07x bfloat16, left to the lanes); in the cache (4 x 64
-# planes, 0.1-0.4 MB, below TUNE_SHAPE_BYTES: the rule alone decides), float32 k3s1p1
-# 8 x 8 0.59x, 14 x 14 0.63x, k2s1 9 x 9 0.82x; 16-bit k3s1p1 12 x 12 0.74x, 14 x 14
-# 0.68x, 10 x 10 0.95-0.97x
+# from the staged rows (pg_plane_aff): on the 2-vCPU Cascade Lake, 1 thread, k3s1p1
+# against the lanes, float32 8 x 8 0.71x the time, 10 x 10 0.74x, 12 x 12 0.66x, 14 x 14
+# 0.60x; bfloat16 10 x 10 0.92x, 14 x 14 0.71x (7 x 7: 1.0x float32, 1.07x bfloat16, left
+# to the lanes); in the cache (4 x 64 planes, 0.1-0.4 MB), float32 k3s1p1 8 x 8 0.59x,
+# 14 x 14 0.63x, k2s1 9 x 9 0.82x; 16-bit k3s1p1 12 x 12 0.74x, 14 x 14 0.68x, 10 x 10
+# 0.95-0.97x
 PLANE_SLIDING_W = {4: 8, 2: 10}
 PLANE_SLIDING_TAPS = 4
 
@@ -883,8 +844,7 @@ def plane_regs(w, itemsize, taps, n_out=None):
     `taps` over n_out outputs, should go plane by plane in registers (pg_plane.h)."""
     if not on("plane") or taps is None:
         return False
-    if ((w >= PLANE_REGS_W.get(itemsize, 1 << 62)
-         or w == PLANE_REGS_ONE.get(itemsize) and on("plane_one"))
+    if (w >= PLANE_REGS_W.get(itemsize, 1 << 62)
             and taps.shape[0] // max(w, 1) <= PLANE_REGS_TAPS):
         return True
     return (n_out is not None and on("sliding") and w >= PLANE_SLIDING_W.get(itemsize, 1 << 62)

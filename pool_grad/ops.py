@@ -122,11 +122,10 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
 
     plane_rule = tstore and _plan.plane_regs(w, gi6.itemsize, taps, go6.shape[4])
 
-    def build(f, strips=True, plane=plane_rule, by_plane=False):
+    def build(f, strips=True):
         kernel = _kernels.AvgGatherKernel(
             go6, gi6, _plan.KINDS[go.dtype], rnd, tables, taps, runs, poly, weights, bd, bh,
-            rows, terms, scale_w, f[0], tstore, fill, f[1], f[2], plane,
-            _plan.prefetching(go6), strips, by_plane)
+            rows, terms, scale_w, f[0], tstore, fill, f[1], f[2], plane_rule, strips)
         # building the kernel allocates nothing in proportion to its scratch: refuse here,
         # before any workspace, scratch a thread that no machine of this memory could hold
         v.memory_fits(kernel.scratch_bytes * _threads.CPU_COUNT, "grad_output",
@@ -135,23 +134,11 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
 
     def other_shape(f, kernel):
         # the same call in another shape of work, timed beside it (_plan.TUNE_SHAPE_BYTES):
-        # planes in strips, the row form; planes in registers, stored plane by plane
-        # ("by_plane"); small planes as lanes, each plane in registers
-        # where the plan's rule did not choose it and it applies ("plane_timed")
+        # float64 planes in strips, the row form
         if kernel.strips:
             alt = build(f, strips=False)
             alt.form = kernel.form + " rows"
             return alt
-        if (kernel.c_item == "plane" and _plan.on("by_plane")
-                and go.dtype == np.float32):
-            alt = build(f, by_plane=True)
-            alt.form = kernel.form + " by plane"
-            return alt
-        if tstore and not plane_rule and _plan.on("plane_timed") and _plan.on("plane"):
-            alt = build(f, plane=True)
-            if alt.c_item == "plane":
-                alt.form = kernel.form + " plane"
-                return alt
         return None
 
     return _plan.store_forms(gi6, nt, flags, build, other_shape)

@@ -41,10 +41,6 @@ cdef extern from "pg_cpu.h" nogil:
     int pg_have_avx2()
     void pg_set_simd(int allowed)
     Py_ssize_t PG_MAX_TAPS
-    ctypedef struct pg_pf:
-        const char* p
-        Py_ssize_t n, per
-    void pg_pf_step(pg_pf* pf, Py_ssize_t rows)
 
 cdef extern from "pg_stream.h" nogil:
     void pg_mul_f32(float* dst, const float* a, const float* b, Py_ssize_t n)
@@ -126,13 +122,10 @@ cdef extern from "pg_item.h" nogil:
         const float* wh
         const float* ww
         int region
-        int fused
-        int fstrips
         Py_ssize_t stage, stage_cap
         int single
         int dup2
         int pair_nt
-        int staged
         const int64_t* wrun
         Py_ssize_t nrun
         const int64_t* hrun
@@ -161,14 +154,13 @@ cdef extern from "pg_item.h" nogil:
         int nt
     int pg_fused_f64_run(const pg_fused64* f, const double* gbase, double* xbase,
                          Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1,
-                         double* G, pg_pf* pf)
+                         double* G)
     void pg_item_f32_run(const pg_item_f32* g, const float* gbase, float* xbase,
                          Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1,
-                         float* grow, float* E, const float** rows, float* tmp, pg_pf* pf)
+                         float* grow, float* E, const float** rows, float* tmp)
     int pg_item_h16_run(const pg_item_f32* g, const uint16_t* gbase, uint16_t* xbase,
                         Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0, Py_ssize_t h1,
-                        float* grow, float* E, const float** rows, float* tmp, int bf16,
-                        pg_pf* pf)
+                        float* grow, float* E, const float** rows, float* tmp, int bf16)
 
 cdef extern from "pg_tpose.h" nogil:
     int pg_tload(float* dst, const void* src, Py_ssize_t ps, Py_ssize_t n, Py_ssize_t L,
@@ -190,7 +182,7 @@ cdef extern from "pg_plane.h" nogil:
         const float* wd
         const float* wh
         const float* ww
-        int kind, stream, byplane
+        int kind, stream
         float* E
         Py_ssize_t E_elems
         void* stage
@@ -332,9 +324,8 @@ def simd_in_use():
 # The kernel forms chosen in this module, which a benchmark or a test may turn off
 # (pool_grad._plan.forms_off, benchmarks/forms.py; docs/forms.md says what each does).
 # A form turned off leaves the call to the next form its rule allows: the same bits.
-KERNEL_FORMS = ("lanes", "lanes_copy", "lanes_stream", "crun", "fused64", "single",
-                "pairs", "staged", "fused", "strips", "narrow", "prefetch", "window",
-                "lwindow", "lmixed")
+KERNEL_FORMS = ("lanes", "lanes_copy", "crun", "fused64", "single", "pairs", "strips",
+                "narrow", "window", "lwindow", "lmixed")
 cdef uint64_t _forms_off = 0
 
 
@@ -428,10 +419,6 @@ cdef enum:
     # calls moving fewer bytes than this keep the GIL: releasing and taking it back costs
     # more than such a kernel runs (a few microseconds)
     C_NOGIL_BYTES = 1 << 16
-    # the most grad_output bytes an item prefetches for the next (_next_item_rows): more
-    # would be evicted before their item reads them (float64 k3s1p1 NCHW 32 x 64 x 56 x
-    # 56, 800 KB an item, took 1.02-1.07x the time prefetching)
-    C_PREFETCH_MAX = 1 << 18
     # the workspace start is rounded up to this many bytes, which workspace sizes include
     C_ALIGN = 64
 
@@ -440,16 +427,18 @@ ALIGN = C_ALIGN
 # A kernel with alternate forms (PlannedKernel.add_alternate: the other store form, or
 # another shape of the same work) runs its first calls in turn in each form: one call
 # each to fault in pages and scratch, then C_TUNE_TIMED timed rounds of one call each,
-# then one more call of the planned form (TUNE_CALLS calls for two forms, tune_calls in
-# general).  Each alternate's call is compared with the mean of the planned form's calls
-# just before and after it, which cancels a drift of the machine's speed, and the median
-# of those ratios decides: the alternate of least median is kept where it is below
-# TUNE_MARGIN.  All forms give the same bits, and which is faster depends on the machine
-# (on the 2-vCPU EPYC streaming stores wrote outputs larger than the cache 13-24 % faster,
-# on a 2-vCPU Cascade Lake 1.3x slower; benchmarks/stream_ab.py), on the call and on what
-# else the process does with the cache.  The least times of three calls a form, compared
-# instead, had kept the slower of two forms 10-13 % apart in 3 of 12 tries right after a
-# PyTorch call (2-vCPU Cascade Lake).
+# then one more call of the planned form (TUNE_CALLS = 13 calls for two forms,
+# tune_calls in general: at most C_MAX_FORMS forms, 25 calls, which the two store forms
+# of a float64 average gradient in strips, each timed beside its row form, reach).  Each
+# alternate's call is compared with the mean of the planned form's calls just before and
+# after it, which cancels a drift of the machine's speed, and the median of those ratios
+# decides: the alternate of least median is kept where it is below TUNE_MARGIN.  All
+# forms give the same bits, and which is faster depends on the machine (on the 2-vCPU
+# EPYC streaming stores wrote outputs larger than the cache 13-24 % faster, on a 2-vCPU
+# Cascade Lake 1.3x slower; benchmarks/stream_ab.py), on the call and on what else the
+# process does with the cache.  The least times of three calls a form, compared instead,
+# had kept the slower of two forms 10-13 % apart in 3 of 12 tries right after a PyTorch
+# call (2-vCPU Cascade Lake).
 cdef enum:
     C_TUNE_TIMED = 5
     C_TUNE_CALLS = 2 * (1 + C_TUNE_TIMED) + 1
@@ -954,7 +943,6 @@ cdef struct Gather:
     int tstage              # tstore, in an output larger than the cache: items of whole
                             # planes staged and streamed
     int plane_regs          # tstore: planes up to 16 wide formed in registers (pg_plane.h)
-    int plane_byplane       # ... and stored plane by plane (pg_plane_args.byplane)
     int fill                # one grad_output value per D row (global pooling): fill planes
     int fill_fast           # fill, with _fill_rows's arithmetic (no rounding steps, one tap
                             # at column 0, no polyphase) into rows that are one run each
@@ -967,7 +955,6 @@ cdef struct Gather:
                             # larger than the cache: the item's rows are formed in a stage
                             # of this capacity (bytes; after the E rows) and its whole lines
                             # streamed (pg_stage); 0: rows stored where they go
-    int prefetch            # each item prefetches the next one's grad_output rows
     const pg_item_f32* item_f32   # the whole item in C (pg_item.h: float32, 16-bit), or NULL
     const pg_fused64* fused64     # float64 region items with their E values in registers
                                   # (pg_item.h's pg_fused_avx2_f64), or NULL
@@ -1097,35 +1084,6 @@ cdef inline Box _item_box(const Gather* g, Py_ssize_t item) noexcept nogil:
     return b
 
 
-cdef inline pg_pf _next_item_rows(const store_t* go, const Gather* g,
-                                  Py_ssize_t item) noexcept nogil:
-    """The grad_output bytes work item `item` reads (the next item of this thread's static
-    chunk), where they lie in one compact span; else none."""
-    cdef pg_pf pf
-    pf.p, pf.n, pf.per = NULL, 0, 0
-    if not g.prefetch or item >= g.N * g.C * g.nbd * g.nbh:
-        return pf
-    cdef Box b = _item_box(g, item)
-    cdef Py_ssize_t od0 = g.dlo[b.d0], od1 = g.dhi[b.d1 - 1]
-    cdef Py_ssize_t oh0 = g.hlo[b.h0], oh1 = g.hhi[b.h1 - 1]
-    if od1 <= od0 or oh1 <= oh0:
-        return pf
-    cdef Py_ssize_t k, span = 1
-    for k in range(2, 6):
-        if g.gs[k] < 0:
-            return pf
-    span += (od1 - od0 - 1) * g.gs[2] + (oh1 - oh0 - 1) * g.gs[3]
-    span += (g.Wo - 1) * g.gs[4] + (g.L - 1) * g.gs[5]
-    if (span > 2 * (od1 - od0) * (oh1 - oh0) * g.Wo * g.L + 64
-            or span * <Py_ssize_t>sizeof(store_t) > C_PREFETCH_MAX):
-        return pf
-    pf.p = <const char*>(go + b.n * g.gs[0] + b.c * g.gs[1] + od0 * g.gs[2] + oh0 * g.gs[3])
-    pf.n = span * sizeof(store_t)
-    # spread over the current item's rows (as many as the next one's, the same blocks)
-    pf.per = (pf.n // 64 + (b.d1 - b.d0) * (b.h1 - b.h0)) // ((b.d1 - b.d0) * (b.h1 - b.h0))
-    return pf
-
-
 cdef inline void _fill_rows(const store_t* gbase, store_t* xbase, const Gather* g,
                             const acc_t* wd, const acc_t* wh, const acc_t* ww,
                             Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0,
@@ -1221,10 +1179,6 @@ def _runs(lo, hi):
     lo, hi = np.asarray(lo), np.asarray(hi)
     cuts = np.flatnonzero((np.diff(lo) != 0) | (np.diff(hi) != 0)) + 1
     return np.diff(np.concatenate(([0], cuts, [lo.size]))) if lo.size else np.ones(1, np.int64)
-
-
-def _min_run(lo, hi):
-    return int(_runs(lo, hi).min())
 
 
 def _max_run(lo, hi):
@@ -1395,23 +1349,20 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
     cdef bint direct = (L == 1 and g.xs[4] == 1) or (g.xs[5] == 1 and g.xs[4] == L)
     cdef const store_t* gbase = go + n * g.gs[0] + c * g.gs[1]
     cdef store_t* xbase = gi + n * g.xs[0] + c * g.xs[1]
-    cdef pg_pf pf = _next_item_rows(go, g, item + 1)
     if store_t is float:
         if acc_t is float:
             if g.item_f32 != NULL:
-                pg_item_f32_run(g.item_f32, gbase, xbase, d0, d1, h0, h1, grow, E, rows, acc,
-                                &pf)
+                pg_item_f32_run(g.item_f32, gbase, xbase, d0, d1, h0, h1, grow, E, rows, acc)
                 return
     if store_t is double:
         if acc_t is double:
             if (g.fused64 != NULL and (d1 - d0 == 1 or g.xs[2] == (h1 - h0) * rl)
-                    and pg_fused_f64_run(g.fused64, gbase, xbase, d0, d1, h0, h1, E, &pf)):
+                    and pg_fused_f64_run(g.fused64, gbase, xbase, d0, d1, h0, h1, E)):
                 return
     if store_t is uint16_t:
         if acc_t is float:
             if g.item_f32 != NULL and pg_item_h16_run(g.item_f32, gbase, xbase, d0, d1, h0, h1,
-                                                      grow, E, rows, acc, g.kind == K_BF16,
-                                                      &pf):
+                                                      grow, E, rows, acc, g.kind == K_BF16):
                 return
     if (acc_t is double and store_t is double) or (acc_t is float and store_t is not double):
         if g.lanes_row:
@@ -1432,7 +1383,7 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                 pa.dlo, pa.dhi, pa.hlo, pa.hhi = g.dlo, g.dhi, g.hlo, g.hhi
                 pa.d0, pa.d1, pa.h0, pa.h1 = d0, d1, h0, h1
                 pa.wd, pa.wh, pa.ww = wd, wh, (ww if g.scale_w else NULL)
-                pa.kind, pa.stream, pa.byplane = g.kind, g.tstage, g.plane_byplane
+                pa.kind, pa.stream = g.kind, g.tstage
                 # its E rows after the stage P (scratch_elems)
                 pa.E = P + g.bh * rl
                 pa.E_elems = g.rows_cap * 16 * min(L, PG_PLANE_CH)
@@ -1522,7 +1473,6 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
         a = g.dlo[idd]
         b = g.dhi[idd]
         for ih in range(h0, h1):
-            pg_pf_step(&pf, 1)
             p = g.hlo[ih]
             q = g.hhi[ih]
             nr = 0
@@ -1654,19 +1604,17 @@ cdef class AvgGatherKernel(PlannedKernel):
     cdef pg_fused64 f64
     cdef object _keep
     cdef object _crun       # the column runs' table that g.lanes_crun points into
-    # which C item runs the call: "", "rows", "region" (rows staged and streamed),
-    # "region, fused" (E values in registers, float32 and float64: pg_item_fused_avx2,
-    # pg_fused_avx2_f64; "fused" in the cache, float32 strips too: pg_item_fstrips_avx2),
+    # which C item runs the call: "", "rows", "region" (float32 rows staged and streamed),
     # "single" (one term per value; "single, streamed pairs" where pairs of rows (k2s2)
     # stream) or "narrow" (16-bit sums at the output width, spread; where the CPU has
-    # AVX2) from pg_item.h, or "lanes" (_lanes_rows, channels-last float32 and 16-bit rows
-    # without E rows, where the CPU has AVX2); for the tests
+    # AVX2) from pg_item.h, "region, fused" (float64 E values in registers, streamed:
+    # pg_fused_avx2_f64; "fused" in the cache, float64 strips too: pg_fused1_strips_f64),
+    # "lanes" (_lanes_rows, channels-last rows without E rows, where the CPU has AVX2) or
+    # "plane" (small planes in registers, pg_plane.h); for the tests
     cdef readonly str c_item
-    # whether the items prefetch the next item's grad_output rows (g.prefetch); for the tests
-    cdef readonly bint prefetch
-    # whether the items go in strips down each plane (float32 outputs in the cache:
-    # pg_item_fstrips_avx2; float64 stride 1: pg_fused1_strips_f64), the form planned
-    # where it applies (ops.py times the row form beside it)
+    # whether the items go in strips down each plane (float64 stride 1:
+    # pg_fused1_strips_f64), the form planned where it applies (ops.py times the row form
+    # beside it)
     cdef readonly bint strips
     cdef const float[:, :, :, :, :, :] go_f
     cdef float[:, :, :, :, :, :] gi_f
@@ -1680,16 +1628,12 @@ cdef class AvgGatherKernel(PlannedKernel):
     def __init__(self, go6, gi6, int kind, int rnd, tables, taps, runs, poly, weights,
                  Py_ssize_t bd, Py_ssize_t bh, Py_ssize_t rows, Py_ssize_t max_terms, bint scale_w,
                  bint stream, bint tstore=False, bint fill=False, bint region=False,
-                 bint big=False, bint plane_regs=False, bint prefetch=False,
-                 bint strips_ok=True, bint plane_byplane=False):
+                 bint big=False, bint plane_regs=False, bint strips_ok=True):
         # stream: rows streamed (long rows, an output larger than the last-level cache);
         # region: blocks of rows streamed (rows of REGION_ROW_BYTES on); big: the output is
-        # larger than the last-level cache (_plan.streaming_region(gi6, 0)); prefetch:
-        # grad_output is large enough for the one-term items to prefetch (_plan.prefetching);
-        # strips_ok: planes may go in strips down each plane where the form applies
-        # (float32 outputs in the cache, fstrips; float64 stride 1, f64.strips);
-        # plane_byplane: planes in registers stored plane by plane (a timed form,
-        # the form "by_plane")
+        # larger than the last-level cache (_plan.streaming_region(gi6, 0)); strips_ok:
+        # float64 stride-1 planes may go in strips down each plane where the form applies
+        # (f64.strips)
         cdef const int64_t[::1] t
         dlo, dhi, hlo, hhi, wlo, whi = tables
         wd, wh, ww = weights
@@ -1728,7 +1672,6 @@ cdef class AvgGatherKernel(PlannedKernel):
                         and taps is not None and 1 <= g.W <= 16 and 1 <= g.Wo <= 14
                         and 1 <= taps.shape[0] // g.W <= PG_PLANE_TAPS
                         and g.gs[4] == 1 and g.xs[4] == 1)
-        g.plane_byplane = plane_byplane
         t = dlo; g.dlo = &t[0]
         t = dhi; g.dhi = &t[0]
         t = hlo; g.hlo = &t[0]
@@ -1748,7 +1691,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                        and pg_have_avx2() != 0 and pg_have_f16c() != 0)
         # (16-bit only: its rounding is what a run saves; float32 k2s2 took 1.04x with runs)
         g.lanes_crun = NULL
-        if g.lanes_row and g.W > 1 and (kind == K_F16 or kind == K_BF16) and _form(3):
+        if g.lanes_row and g.W > 1 and (kind == K_F16 or kind == K_BF16) and _form(2):
             crun = _column_runs(np.asarray(taps).reshape(g.W, g.m))
             if crun is not None:
                 self._crun = crun
@@ -1757,14 +1700,6 @@ cdef class AvgGatherKernel(PlannedKernel):
         # in LANES_COPY_BYTES (the core's L2 keeps it for its copies)
         g.lanes_copy = (g.lanes_row and g.W * g.L * gi6.itemsize <= LANES_COPY_BYTES
                         and _form(1))
-        # short rows (below STREAM_ROW_BYTES) stream too where the output is larger than the
-        # last-level cache (region) and a stored value costs at most 2 terms (the value's
-        # terms over the equal rows that share it): k2s2 and adaptive 2:1 took 0.43-1.04x
-        # the time of ordinary stores (2-vCPU EPYC, C = 16-64), while k3s2p1 (4 terms) took
-        # up to 1.15x on one thread and k3s1p1 (9) 1.29x
-        if (g.lanes_row and region and not g.stream and _form(2)
-                and max_terms * g.m <= 2 * _min_run(dlo, dhi) * _min_run(hlo, hhi)):
-            g.stream = 1
         # where the rows stream: pairs of equal rows are formed together when their columns
         # can stream (16-byte multiples), and copied from one formed in the thread's scratch
         # when they cannot (it streams as one run)
@@ -1777,25 +1712,24 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.p_go = <char*>&self.go_d[0, 0, 0, 0, 0, 0]
             self.p_gi = <char*>&self.gi_d[0, 0, 0, 0, 0, 0]
             self.wd_d, self.wh_d, self.ww_d = wd, wh, ww
-            # the float32 region's register form (pg_item_fused_avx2) for float64 rows of
-            # the region, stride 2 and stride 1 (pg_fused_avx2_f64): k3s2p1 NCHW
-            # 16x64x112x112 took 0.70-0.72x the time, k3s1p1 32x64x56x56 0.75-0.79x, on 1
-            # and 2 threads (2-vCPU EPYC); its grow block where the E rows would be (the
-            # scratch grows by what it needs more)
+            # float64 rows of the region with their E values in registers, stride 2 and
+            # stride 1 (pg_fused_avx2_f64): k3s2p1 NCHW 16x64x112x112 took 0.70-0.72x the
+            # time, k3s1p1 32x64x56x56 0.75-0.79x, on 1 and 2 threads (2-vCPU EPYC); its
+            # grow block where the E rows would be (the scratch grows by what it needs more)
             g.fused64 = NULL
             # stride 1 in strips of a line down each plane (pg_fused1_strips_f64), which
             # outputs in the cache take too, with ordinary stores (any W from 8; streamed,
             # W a multiple of 8): k3s1p1 NCHW 32 x 64 x 56 x 56 (streamed) took 0.78-0.82x
             # the time of the register rows on 1 and 2 threads, 8 x 64 x 56 x 56 (in the
             # cache) 0.81-0.85x that of the row loop (2-vCPU EPYC)
-            strips = (strips_ok and _form(9) and g.P == 1 and g.W >= 8 and gi6.shape[5] == 1 and not tstore
+            strips = (strips_ok and _form(6) and g.P == 1 and g.W >= 8 and gi6.shape[5] == 1 and not tstore
                       and not g.fill and np.all(np.diff(np.asarray(hhi)) >= 0))
             # stride 2 in the cache too, with ordinary stores (pg_vs, nt = 0): k3s2p1 at
             # 56x56 and 112x112, 3-6 MB, took 0.54-0.65x the time of the row loop on 1
             # and 2 threads (2-vCPU EPYC)
             cached2 = (g.P == 2 and gi6.shape[5] == 1 and not tstore and not g.fill)
             if ((g.stage64 or strips or cached2) and g.gap == 1 and pg_have_avx2()
-                    and _form(4)
+                    and _form(3)
                     and ((g.P == 2 and poly[3][0] + poly[3][1] <= 3
                           and np.all(np.asarray(hhi) - np.asarray(hlo) <= 2))
                          or (g.P == 1 and poly[3][0] <= 3
@@ -1828,10 +1762,6 @@ cdef class AvgGatherKernel(PlannedKernel):
                 self.p_gi = <char*>&self.gi_h[0, 0, 0, 0, 0, 0]
             self.wd_f, self.wh_f, self.ww_f = wd, wh, ww
         g.item_f32 = NULL
-        # float64 rows of one lane prefetch too (in _gather_item's row loop): NCHW k3s2p1
-        # 16 x 64 x 112 x 112 took 0.80x the time on 1 thread, 0.85-0.95x on 2; its
-        # channels-last twin lost 1.0-1.05x (2-vCPU EPYC)
-        g.prefetch = prefetch and kind == K_F64 and g.L == 1 and _form(11)
         self.c_item = ("" if g.fused64 == NULL else "region, fused" if self.f64.nt
                        else "fused")
         # rows long enough to stream one by one (merged channels-last rows: C = 12 at 112
@@ -1858,7 +1788,7 @@ cdef class AvgGatherKernel(PlannedKernel):
             # and a line if that is more
             self.it.stage = rows * g.W
             self.it.stage_cap = max(STAGE_BYTES, (g.W * 4 + 64 + 63) // 64 * 64)
-            self.it.single = self.it.dup2 = self.it.pair_nt = self.it.staged = 0
+            self.it.single = self.it.dup2 = self.it.pair_nt = 0
             t = runs[1]; self.it.hrun = &t[0]
             t = runs[6]; self.it.hstep = &t[0]
             self.it.hsteps = bool(np.any(runs[6] > 1))
@@ -1868,10 +1798,10 @@ cdef class AvgGatherKernel(PlannedKernel):
             self.it.sent = runs[2]
             self.it.spread = self.it.spread32 = NULL
             self.it.spread_wide = self.it.spread32_wide = 0
-            if runs[3] is not None and kind != K_F32 and _form(10):
+            if runs[3] is not None and kind != K_F32 and _form(7):
                 t = runs[3][0]; self.it.spread = &t[0]
                 self.it.spread_wide = runs[3][1]
-            if runs[4] is not None and kind == K_F32 and _form(10):
+            if runs[4] is not None and kind == K_F32 and _form(7):
                 t = runs[4][0]; self.it.spread32 = &t[0]
                 self.it.spread32_wide = runs[4][1]
             self.it.tspread, self.it.tspread_wide = NULL, 0
@@ -1883,7 +1813,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                 self.it.nrun = runs[0].shape[0] - 1
             # R rows (pg_item.h) and a pointer each live where the E rows would (W floats
             # a row): (Wo + 2) values + 8 bytes, and up to 7 bytes of alignment
-            if (_form(5) and g.m == 1 and (g.Wo + 2) * (4 if kind == K_F32 else 2) + 16 <= 4 * g.W
+            if (_form(4) and g.m == 1 and (g.Wo + 2) * (4 if kind == K_F32 else 2) + 16 <= 4 * g.W
                     and np.all(np.asarray(dhi) - np.asarray(dlo) <= 1)
                     and np.all(np.asarray(hhi) - np.asarray(hlo) <= 1)):
                 dup2 = np.array_equal(np.asarray(taps), np.arange(g.W) // 2)
@@ -1893,7 +1823,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                 # planes under one D window are copied from the first (adaptive 2:1 in D:
                 # 1.3x, the copies read back what was streamed)
                 spread = (self.it.spread if kind != K_F32 else self.it.spread32) != NULL
-                pair_nt = ((dup2 or spread) and big and _form(6)
+                pair_nt = ((dup2 or spread) and big and _form(5)
                            and (g.W * gi6.itemsize) % 16 == 0
                            and (g.xs[3] * gi6.itemsize) % 16 == 0
                            and _max_run(dlo, dhi) == 1)
@@ -1904,76 +1834,20 @@ cdef class AvgGatherKernel(PlannedKernel):
                 if not self.it.region or pair_nt:
                     self.it.single, self.it.dup2, self.it.pair_nt = 1, dup2, pair_nt
                     self.it.region = 0
-                # rows of up to 1 KB in an output larger than the cache, where no pairs
-                # of rows stream (pairs: a plane's rows; flat planes are one row each),
-                # go through the stage and out a whole line at a time: k2s2 NCHW 14 x 14
-                # planes as one row (bfloat16 392 bytes, float32 784) took 0.75-0.85x the
-                # time on 1 thread, 0.90-0.93x on 2 (2-vCPU EPYC); flat rows of 1.5-1.8 KB
-                # (28 x 28, 30 x 30 16-bit) gained nothing; pairs that stream lost 1.1x
-                self.it.staged = (self.it.single and big and _form(7)
-                                  and not (self.it.pair_nt and g.H >= 2)
-                                  and g.W * gi6.itemsize <= 1024 and g.xs[3] == g.W
-                                  and _max_run(dlo, dhi) == 1)
-                if self.it.staged:
-                    self.it.pair_nt = 0
             self.it.gblk_rows = g.P == 2 and g.Wo <= GROW_BLOCK_WO
-            # regions whose E values are formed in registers, not stored (pg_item.h's
-            # pg_item_fused_avx2): stride 2 along W with phases of at most three terms in
-            # all, no edge columns, rows of whole vectors, at most two covering windows
-            # along H and one along D.  k3s2p1 32x64x112x112 took 0.81-0.84x the time on
-            # 1 thread, 0.69-0.77x on 2; more terms to form again lost (2-vCPU EPYC).
-            # Outputs in the cache take it too, with ordinary stores (pg_vs, nt = 0; not
-            # the one-term rows: k2s2 stays `single`): k3s2p1 at 56x56 and 112x112, 3-6 MB,
-            # took 0.88-0.91x the time of the row loop on 1 and 2 threads (2-vCPU EPYC)
-            self.it.fused = (_form(8)
-                             and (self.it.region or (kind == K_F32 and not self.it.single))
-                             and pg_have_avx2() and g.P == 2 and g.gap == 1
-                             and poly[3][0] + poly[3][1] <= 3
-                             and self.it.qx0 == 0 and 2 * self.it.qx1 == g.W
-                             and self.it.qx1 >= 8 and g.Wo >= 8 and g.W % 8 == 0
-                             and g.xs[3] == g.W
-                             and np.all(np.asarray(dhi) - np.asarray(dlo) == 1)
-                             and np.all(np.asarray(hhi) - np.asarray(hlo) <= 2))
-            # outputs in the cache in strips of 32 columns down each plane (pg_item.h's
-            # pg_item_fstrips_avx2: each E value formed once, kept in registers for the
-            # rows it covers): stride 2 where the register form applies and its interior
-            # holds a strip, stride 1 with up to three terms and rows, the whole row the
-            # interior.  k3s2p1 8x64x56x56 took 0.73-0.74x the time of the register rows
-            # on 1 and 2 threads, 2x64x112x112 0.92-0.94x, k3s1p1 4x64x56x56 0.81-0.83x
-            # that of the row loop (2-vCPU EPYC)
-            rising = bool(np.all(np.diff(np.asarray(hhi)) >= 0))
-            self.it.fstrips = (strips_ok and _form(9) and rising and not self.it.region and (
-                (self.it.fused and self.it.qx1 >= 16)
-                or (kind == K_F32 and not self.it.single and pg_have_avx2() and g.P == 1
-                    and g.gap == 1 and poly[3][0] <= 3 and self.it.qx0 == 0
-                    and self.it.qx1 == g.W and g.W >= 32 and g.Wo >= 8
-                    and g.xs[3] == g.W
-                    and np.all(np.asarray(dhi) - np.asarray(dlo) == 1)
-                    and np.all(np.asarray(hhi) - np.asarray(hlo) <= 3))))
             # the E-row formers' grow block (pg_item.h), after the E rows and the stage
             self.it.gblk = rows * g.W + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
-                                         if self.it.region or self.it.staged else 0)
+                                         if self.it.region else 0)
             g.item_f32 = &self.it
-            # one-term items prefetch the next item's grad_output rows while they write
-            # (pg_pf): k2s2 NCHW 32 x 256 x 56 x 56, float32 / float16 / bfloat16, took
-            # 0.79 / 0.81 / 0.87x the time on 1 thread, 0.90 / 0.85 / 0.82x on 2, and
-            # bfloat16 256 x 512 x 14 x 14 0.96x (2-vCPU EPYC); the other items gained
-            # nothing (region) or lost (channels-last lanes, 1.05-1.1x)
-            g.prefetch = self.it.single and prefetch and _form(11)
             self.c_item = ("single, streamed pairs" if self.it.pair_nt else
-                           "single, staged" if self.it.staged else
                            "single" if self.it.single else
                            "narrow" if self.it.spread != NULL else
-                           "region, fused" if self.it.fused and self.it.region else
-                           "fused" if self.it.fused or self.it.fstrips else
                            "region" if self.it.region else "rows")
         if g.lanes_row:
             self.c_item = "lanes"
         if g.plane_regs:
             self.c_item = "plane"
-        self.prefetch = g.prefetch
-        self.strips = ((g.item_f32 != NULL and self.it.fstrips)
-                       or (g.fused64 != NULL and self.f64.strips))
+        self.strips = g.fused64 != NULL and self.f64.strips
         self.n_items = g.N * g.C * g.nbd * g.nbh
         self.traffic = go6.nbytes + gi6.nbytes
         # row pointers, grow row + 2 sentinel slots, acc row, 16-bit staging row, E rows
@@ -1989,8 +1863,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                               + ((2 * bh * g.W + rows * (g.Wo + 2)) * g.L if tstore else 0)
                               + (rows * 16 * min(g.L, PG_PLANE_CH) if g.plane_regs else 0)
                               + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
-                                 if g.item_f32 != NULL and (self.it.region or self.it.staged)
-                                 else 0)
+                                 if g.item_f32 != NULL and self.it.region else 0)
                               + ((PG_STAGE_MEM(g.stage64) + 7) // 8 if g.stage64 else 0)
                               # the float64 register form's grow block, at the E rows
                               + (max(0, rows * (g.Wo + 2 * self.f64.epad) + self.f64.epad
@@ -1998,8 +1871,7 @@ cdef class AvgGatherKernel(PlannedKernel):
                               # ... and the strips' T rows after it
                               + (8 * (bh + 1) + 4 if g.fused64 != NULL and self.f64.strips
                                  else 0)
-                              + (self.it.epad + (rows if self.it.gblk_rows or self.it.region
-                                                 or self.it.fused or self.it.fstrips else 1)
+                              + (self.it.epad + (rows if self.it.gblk_rows else 1)
                                  * (g.Wo + 2 * self.it.epad)
                                  if g.item_f32 != NULL and (g.P == 1 or g.P == 2) else 0))
         # whole pairs of cache lines a thread: the channels-last rows' scratch (a few row
@@ -2714,7 +2586,7 @@ cdef class MaxScatterKernel(PlannedKernel):
         cdef int fk = 0 if kind == K_F32 else (1 if kind == K_BF16 else 2)
         # (both forms walk the rows of 2-D planes: never for a D axis of more than one)
         window = window and d <= 1 and go6.shape[2] <= 1
-        g.window = (window and _form(12) and kind != K_F64 and pg_scatter_fast(fk)
+        g.window = (window and _form(8) and kind != K_F64 and pg_scatter_fast(fk)
                     and g.nbh == 1 and g.L == 1 and g.Ho > 0
                     and g.H % g.Ho == 0 and g.H // g.Ho < 128 and g.W == 2 * g.Wo
                     and g.Wo % 8 == 0 and g.gs[4] == 1 and g.js[4] == 1)
@@ -2741,9 +2613,9 @@ cdef class MaxScatterKernel(PlannedKernel):
         # transposes, the codes by the check's pass and the values a row at a time into
         # the thread's scratch (32x64x112x112 -> 56x56 bfloat16, 2-vCPU EPYC: the
         # scatter's lanes PG_LTILE columns at a time took 10.3 ms on 1 thread, 5.6 on 2)
-        g.lmixed = (lane_rows and _form(14) and g.Wo >= 8 and g.xs[5] == 1 and g.gs[4] == 1
+        g.lmixed = (lane_rows and _form(10) and g.Wo >= 8 and g.xs[5] == 1 and g.gs[4] == 1
                     and g.js[4] == 1 and g.gs[5] != 1 and g.js[5] != 1)
-        g.lwindow = (window and _form(13) and kind != K_F64 and pg_scatter_fast(fk) and g.C == 1
+        g.lwindow = (window and _form(9) and kind != K_F64 and pg_scatter_fast(fk) and g.C == 1
                      and (flat_rows or lane_rows) and g.Ho > 0 and g.Wo > 0
                      and g.H % g.Ho == 0 and g.W % g.Wo == 0
                      and (g.H // g.Ho) * (g.W // g.Wo) <= 64

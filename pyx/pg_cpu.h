@@ -60,9 +60,9 @@ static inline int pg_have_avx2(void) { return 0; }
 #endif
 
 /*
- * A prefetch cursor: the next work item's grad_output bytes [p, p + n), prefetched `per`
- * lines for each grad_input row the current item writes (pg_pf_step), the rest at its end
- * (pg_pf_rest).  A burst of all the lines at the item's start was not faster than none.
+ * A prefetch cursor: bytes [p, p + n) read next (the float64 strips' next plane of
+ * grad_output rows, pg_item.h's pg_fused1_strips_f64), prefetched `per` lines for each
+ * grad_input row a strip writes before them (pg_pf_step).
  */
 typedef struct {
     const char *p;
@@ -78,12 +78,6 @@ static inline void pg_pf_step(pg_pf *pf, ptrdiff_t rows)
     (void)pf;
     (void)rows;
 #endif
-}
-
-static inline void pg_pf_rest(pg_pf *pf)
-{
-    pf->per = 1;
-    pg_pf_step(pf, (pf->n + 63) / 64);
 }
 
 /* the most taps per input column of a W tap table (_plan.MAX_TAPS) */

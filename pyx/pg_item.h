@@ -51,8 +51,6 @@ typedef struct {
     const int64_t *pc, *pm;
     const float *wd, *wh, *ww;             /* ww NULL: no W weights */
     int region;                            /* float32: stream an item's rows as one region */
-    int fused;    /* region, its E values formed in registers (pg_item_fused_avx2) */
-    int fstrips;  /* fused in the cache, in strips down each plane (pg_item_fstrips_avx2) */
     ptrdiff_t stage, stage_cap;            /* region: its stage (pg_stream.h), stage floats
                                             * past E, stage_cap bytes (in PG_STAGE_MEM) */
     int single;   /* one tap per column (m = 1) and at most one covering window per D and H
@@ -61,9 +59,6 @@ typedef struct {
     int pair_nt;  /* dup2 or spread rows: pairs of rows stored with streaming stores (W
                    * and the row step 16-byte multiples, an output larger than the
                    * last-level cache) */
-    int staged;   /* single, rows of up to 1 KB in an output larger than the last-level
-                   * cache, no pairs streamed (pair_nt 0): the rows formed in the stage
-                   * (stage, stage_cap) and streamed a line at a time */
     const int64_t *wrun;   /* m = 1: where each run of equal taps starts, then W; or NULL */
     ptrdiff_t nrun;
     const int64_t *hrun;   /* for each H index, how many rows from it on (to H) have the
@@ -619,65 +614,38 @@ static inline void pg_sum_rows_f32_avx2(float *PG_RESTRICT dst, const float *PG_
         }                                                                                   \
     }
 
-#if PG_X86_DISPATCH
 /*
- * An item with its E rows never stored (g->fused: float32, stride 2 along W with phases
- * of one and two terms or one and one, at most two covering windows along H and one along
- * D, no edge columns, W a multiple of eight).  Each grad_input row is summed from the E
- * values of its covering rows, formed in registers a block at a time, and pushed straight
- * to the register-fed writer (pg_vs): only the grad_input values are stored, streamed
- * where the output is larger than the cache (g->region), else with ordinary stores (in
- * the cache, 0.88-0.91x the time of the row loop: it stores and loads no E rows).
- * Stores retire in order, so the E rows' stores (and the stage's) of the other form wait
- * behind the streaming stores, which wait for memory, and the E rows cost their whole
- * time on top of the writes.  On the 2-vCPU EPYC, k3s2p1 32x64x112x112 took 0.81-0.84x
- * the time on 1 thread, 0.69-0.77x on 2, though each E value is formed for every row it
- * covers; with more terms to form again it lost (k4s2p1 1.01-1.06x, k5s2p2 1.2x, k6s2p2
- * 1.53-1.58x, on 1 thread) or gained nothing (stride 1: k3s1p1 and k2s1p0 0.91-1.06x).
- * The same values as E then the combine: each E value k * (its phase terms left to
- * right), the rows added left to right.  The item's
- * grad_output rows go into the grow block first (W-weighted, with their slots: a region
- * item's grow block has room for all its rows).
+ * float64 items whose E rows are never stored (in place of the Cython row loop,
+ * _kernels.pyx's _gather_item): stride 2 along W with phases of at most three terms in all
+ * and at most two covering windows along H, or stride 1 with up to three terms and three
+ * windows; one along D, no edge columns (the interior widened over them with -0.0 slots,
+ * _plan.poly_padded: the tap tables' bits), W a multiple of four.  Each grad_input row is
+ * summed from the E values of its covering rows, formed in registers a block at a time,
+ * and pushed straight to the register-fed writer (pg_vs): only the grad_input values are
+ * stored, streamed where the output is larger than the cache (f->nt), else with ordinary
+ * stores.  Stores retire in order, so the E rows' stores of the row loop wait behind the
+ * streaming stores, which wait for memory, and the E rows cost their whole time on top of
+ * the writes.  Each E value k * (its phase terms left to right) as pg_poly2_avx2_f64 and
+ * pg_poly1_avx2_f64 form it, the rows added left to right as pg_combine_f64 adds them;
+ * four values a vector, pushed through pg_vs as eight float lanes (a double's two halves
+ * move together).  The item's grad_output rows go into the grow block first (W-weighted,
+ * with their slots).  Stride 1 gains too, as the row loop it replaces forms and combines
+ * its rows at a time: on the 2-vCPU EPYC k3s2p1 NCHW 16x64x112x112 took 0.70-0.72x the
+ * time on 1 and 2 threads, k2s2 the same, k3s1p1 32x64x56x56 0.77-0.79x on 1 thread and
+ * 0.75x on 2, k2s1p0 and k3s1p1 at 112x112 0.69-0.73x.
  */
-/* grad_input columns 2q .. 2q + 15: each phase's E values of the NH rows added left to
- * right (the two phases stay apart until then: interleaving moves values, it does not
- * change them), then the phases interleaved */
-#define PG_FUSED_BLOCK(lo, hi, NH, MA, MB, Q)                                               \
-    {                                                                                       \
-        __m256 va, vb;                                                                      \
-        PG_PHASE_SUM8(va, ra0 + pc0, MA, Q)                                                 \
-        PG_PHASE_SUM8(vb, ra0 + pc1, MB, Q)                                                 \
-        va = _mm256_mul_ps(vk0, va);                                                        \
-        vb = _mm256_mul_ps(vk0, vb);                                                        \
-        if ((NH) == 2) {                                                                    \
-            __m256 ua, ub;                                                                  \
-            PG_PHASE_SUM8(ua, ra1 + pc0, MA, Q)                                             \
-            PG_PHASE_SUM8(ub, ra1 + pc1, MB, Q)                                             \
-            va = _mm256_add_ps(va, _mm256_mul_ps(vk1, ua));                                 \
-            vb = _mm256_add_ps(vb, _mm256_mul_ps(vk1, ub));                                 \
-        }                                                                                   \
-        const __m256 l_ = _mm256_unpacklo_ps(va, vb), h_ = _mm256_unpackhi_ps(va, vb);      \
-        lo = _mm256_permute2f128_ps(l_, h_, 0x20);                                          \
-        hi = _mm256_permute2f128_ps(l_, h_, 0x31);                                          \
-    }
-#define PG_FUSED_ROW(NH, MA, MB)                                                            \
-    {                                                                                       \
-        ptrdiff_t q = 0;                                                                    \
-        __m256 lo, hi;                                                                      \
-        for (; q + 8 <= nq; q += 8) {                                                       \
-            PG_FUSED_BLOCK(lo, hi, NH, MA, MB, q)                                           \
-            pg_vs_push(&vs, lo, PG_VS_NT);                                                 \
-            pg_vs_push(&vs, hi, PG_VS_NT);                                                 \
-        }                                                                                   \
-        if (q < nq) {   /* nq = 4 mod 8: the last eight columns, of the block before */      \
-            PG_FUSED_BLOCK(lo, hi, NH, MA, MB, nq - 8)                                      \
-            pg_vs_push(&vs, hi, PG_VS_NT);                                                 \
-        }                                                                                   \
-    }
-/* the item's grad_input rows (F the tables: pg_item_f32 or pg_fused64; T float or
- * double, SET1 its broadcast, STEP values a vector): each summed by ROW(nh, ...) from its
- * nh covering rows (at most MAXNH) with their weights vk0, vk1, vk2; zeros where no window
- * covers it.  The next item's grad_output is prefetched a row at a time (pf) */
+typedef struct {
+    ptrdiff_t P, W, Wo, gs2, gs3, xs2, xs3, qx1, q1, epad;
+    const int64_t *dlo, *dhi, *hlo, *hhi, *pc, *pm;
+    const double *wd, *wh, *ww;   /* ww NULL: no W weights */
+    int strips;                   /* stride 1 in strips (pg_fused1_strips_f64) */
+    int nt;                       /* streamed (else ordinary stores: in the cache) */
+} pg_fused64;
+
+#if PG_X86_DISPATCH
+/* the item's grad_input rows (F the tables, pg_fused64; T double, SET1 its broadcast, STEP
+ * values a vector): each summed by ROW(nh, ...) from its nh covering rows (at most MAXNH)
+ * with their weights vk0, vk1, vk2; zeros where no window covers it */
 #define PG_FUSED_RUN(F, T, SET1, STEP, MAXNH, ROW, ...)                                     \
     for (ptrdiff_t idd = d0; idd < d1; idd++) {                                             \
         const ptrdiff_t od = F->dlo[idd];                                                   \
@@ -689,7 +657,6 @@ static inline void pg_sum_rows_f32_avx2(float *PG_RESTRICT dst, const float *PG_
             const __typeof__(SET1(0)) vk1 = nh >= 2 ? SET1(F->wd[od] * F->wh[p + 1]) : vk0; \
             const __typeof__(SET1(0)) vk2 = nh >= 3 ? SET1(F->wd[od] * F->wh[p + 2]) : vk0; \
             (void)ra1; (void)vk2;                                                           \
-            pg_pf_step(pf, 1);                                                              \
             if (nh == 1) {                                                                  \
                 ROW(1, __VA_ARGS__)                                                         \
             } else if (nh == 2) {                                                           \
@@ -702,221 +669,6 @@ static inline void pg_sum_rows_f32_avx2(float *PG_RESTRICT dst, const float *PG_
             }                                                                               \
         }                                                                                   \
     }
-#define PG_FUSED_ROWS(MA, MB) PG_FUSED_RUN(g, float, _mm256_set1_ps, 8, 2, PG_FUSED_ROW, MA, MB)
-
-/* the item's grad_output rows into the grow block at gblk: each row W-weighted, its slots
- * after it (+0.0 where the interior is not widened past its end, then -0.0) and the next
- * row's before it */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_fused_grow_f32(const pg_item_f32 *g, const float *gbase, ptrdiff_t od0,
-                                     ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1,
-                                     float *PG_RESTRICT gblk)
-{
-    const ptrdiff_t Wo = g->Wo, pd = g->epad, gstep = Wo + 2 * pd;
-    const float *PG_RESTRICT ww = g->ww;
-    const float padr = g->qx1 > g->q1 ? -0.0f : 0.0f;
-    for (ptrdiff_t t = 0; t < pd; t++) gblk[t] = -0.0f;
-    float *grow = gblk + pd;
-    for (ptrdiff_t od = od0; od < od1; od++) {
-        for (ptrdiff_t oh = oh0; oh < oh1; oh++, grow += gstep) {
-            const float *PG_RESTRICT src = gbase + od * g->gs2 + oh * g->gs3;
-            PG_FOR8_OVERLAP(j, Wo, PG_EROW_GROW(j))   /* (Wo >= 8: pg_item_erows_ok) */
-            grow[Wo] = padr;
-            for (ptrdiff_t t = 1; t < 2 * pd; t++) grow[Wo + t] = -0.0f;
-        }
-    }
-}
-
-/*
- * E values in registers for outputs in the cache (g->fstrips, pg_item_fstrips_avx2):
- * stride 2 where the register form applies (g->fused, not a region, an interior of at
- * least 16 values a phase), or stride 1 with up to three terms and three covering rows
- * (an interior of the whole row, W >= 32).  Each plane in strips of 32 columns walked
- * down its rows, as pg_fused1_strips_f64 walks float64 planes.  Each E value (k times its
- * phase terms left to right, as the E-row formers and PG_FUSED_BLOCK form it; at stride 2
- * the phases interleaved, which moves values and changes none) is formed once and kept in
- * registers for the rows it covers, where the row form forms it again for each (hhi is
- * nondecreasing, so a row's windows are the last nh formed); a row sums its E values left
- * to right, as the row loop adds its E rows.  The last strip overlaps the one before
- * where the row is not a multiple of 32 columns (the same bits again).  On the 2-vCPU
- * EPYC, in the cache, k3s2p1 8x64x56x56 took 0.73-0.74x the time of the register rows
- * on 1 and 2 threads, 2x64x112x112 0.92-0.94x; k3s1p1 4x64x56x56 0.81-0.83x that of the
- * row loop, 1x64x112x112 1.0x; prefetching the next item's grad_output during the first
- * strip lost (1.03-1.08x).
- */
-/* the most bytes of grow rows a band of strips walks (pg_fstrips_plane): k3s2p1 2 x 64 x
- * 112 x 112 in the cache took 0.146 ns a value with 8192, 0.155 with 16384 and 24576 (1
- * thread, 2-vCPU EPYC); stride 1 the same for all three */
-#ifndef PG_FSTRIP_GROW_BYTES
-#define PG_FSTRIP_GROW_BYTES 8192
-#endif
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_fstrip_e(const float *ra, ptrdiff_t pc0, ptrdiff_t pc1, ptrdiff_t q,
-                               __m256 vk, const int P, const int MA, const int MB, __m256 *e)
-{
-    if (P == 1) {
-        for (int t = 0; t < 4; t++) {
-            __m256 v;
-            PG_PHASE_SUM8(v, ra + pc0, MA, q + 8 * t)
-            e[t] = _mm256_mul_ps(vk, v);
-        }
-        return;
-    }
-    for (int b = 0; b < 2; b++) {
-        __m256 va, vb;
-        PG_PHASE_SUM8(va, ra + pc0, MA, q + 8 * b)
-        PG_PHASE_SUM8(vb, ra + pc1, MB, q + 8 * b)
-        va = _mm256_mul_ps(vk, va);
-        vb = _mm256_mul_ps(vk, vb);
-        const __m256 l_ = _mm256_unpacklo_ps(va, vb), h_ = _mm256_unpackhi_ps(va, vb);
-        e[2 * b] = _mm256_permute2f128_ps(l_, h_, 0x20);
-        e[2 * b + 1] = _mm256_permute2f128_ps(l_, h_, 0x31);
-    }
-}
-
-/* the strips of rows hs..he of a plane: gd its first grow row (oh0's), x row hs's first
- * column; P the stride, MA and MB the phases' terms */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_fstrips_band(const pg_item_f32 *g, const float *gd, float *x0,
-                                   float kd, ptrdiff_t hs, ptrdiff_t he, ptrdiff_t oh0,
-                                   const int P, const int MA, const int MB)
-{
-    const ptrdiff_t W = g->W, nq = g->qx1, pc0 = g->pc[0], pc1 = P == 2 ? g->pc[1] : 0;
-    const ptrdiff_t gstep = g->Wo + 2 * g->epad, sq = 32 / P;   /* phase values a strip */
-    /* (the table pointers in registers: the stores may alias g) */
-    const int64_t *const hlo = g->hlo, *const hhi = g->hhi;
-    const float *const wh = g->wh;
-    const __m256 z = _mm256_setzero_ps();
-    for (ptrdiff_t q0 = 0; q0 < nq; q0 += sq) {
-        const ptrdiff_t q = q0 + sq <= nq ? q0 : nq - sq;
-        __m256 a[4] = {z, z, z, z}, b[4] = {z, z, z, z}, c[4] = {z, z, z, z};
-        ptrdiff_t top = hlo[hs];
-        float *x = x0 + P * q;
-        for (ptrdiff_t ih = hs; ih < he; ih++, x += W) {
-            const ptrdiff_t e = hhi[ih], nh = e - hlo[ih];
-            for (; top < e; top++) {
-                for (int t = 0; t < 4; t++) {
-                    if (P == 1) a[t] = b[t];
-                    b[t] = c[t];
-                }
-                pg_fstrip_e(gd + (top - oh0) * gstep, pc0, pc1, q,
-                            _mm256_set1_ps(kd * wh[top]), P, MA, MB, c);
-            }
-            for (int t = 0; t < 4; t++) {
-                __m256 v = z;
-                if (P == 1 && nh == 3) v = _mm256_add_ps(_mm256_add_ps(a[t], b[t]), c[t]);
-                else if (nh == 2) v = _mm256_add_ps(b[t], c[t]);
-                else if (nh == 1) v = c[t];
-                _mm256_storeu_ps(x + 8 * t, v);
-            }
-        }
-    }
-}
-
-/* one plane (xp its row h0), in bands of rows whose grow rows stay in the level-1 cache
- * while the strips walk them: at most PG_FSTRIP_GROW_BYTES of them (k3s1p1 112 x 112 had
- * taken 1.12x the time of the row loop with the whole plane's 52 KB, 1.0x in bands; 80 x
- * 80 1.03x, 0.94x) */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_fstrips_plane(const pg_item_f32 *g, const float *gd, float *xp,
-                                    float kd, ptrdiff_t h0, ptrdiff_t h1, ptrdiff_t oh0,
-                                    const int P, const int MA, const int MB)
-{
-    const ptrdiff_t gstep = g->Wo + 2 * g->epad;
-    const ptrdiff_t lim = PG_FSTRIP_GROW_BYTES / (gstep * (ptrdiff_t)sizeof(float));
-    for (ptrdiff_t hs = h0, he; hs < h1; hs = he) {
-        for (he = hs + 1; he < h1 && g->hhi[he] - g->hlo[hs] <= lim; he++) {}
-        pg_fstrips_band(g, gd, xp + (hs - h0) * g->W, kd, hs, he, oh0, P, MA, MB);
-    }
-}
-
-/* rows d0..d1, h0..h1 of an item, x0 its first grad_input value */
-PG_TARGET_AVX2
-static void pg_item_fstrips_avx2(const pg_item_f32 *g, const float *gbase, float *x0,
-                                 ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                                 float *PG_RESTRICT E)
-{
-    const ptrdiff_t od0 = g->dlo[d0], od1 = g->dhi[d1 - 1];
-    const ptrdiff_t oh0 = g->hlo[h0], oh1 = g->hhi[h1 - 1];
-    const ptrdiff_t noh = oh1 > oh0 ? oh1 - oh0 : 0, gstep = g->Wo + 2 * g->epad;
-    float *const gblk = E + g->gblk;
-    pg_fused_grow_f32(g, gbase, od0, od1, oh0, oh1, gblk);
-    for (ptrdiff_t idd = d0; idd < d1; idd++) {
-        const ptrdiff_t od = g->dlo[idd];
-        const float *const gd = gblk + g->epad + (od - od0) * noh * gstep;
-        float *const xp = x0 + (idd - d0) * g->xs2;
-        const float kd = g->wd[od];
-        /* the stride and the terms, constants in each copy of the loops */
-        if (g->P == 1) {
-            switch (g->pm[0]) {
-            case 1: pg_fstrips_plane(g, gd, xp, kd, h0, h1, oh0, 1, 1, 0); break;
-            case 2: pg_fstrips_plane(g, gd, xp, kd, h0, h1, oh0, 1, 2, 0); break;
-            default: pg_fstrips_plane(g, gd, xp, kd, h0, h1, oh0, 1, 3, 0); break;
-            }
-            continue;
-        }
-        switch (g->pm[0] * 2 + g->pm[1]) {
-        case 2 * 1 + 2: pg_fstrips_plane(g, gd, xp, kd, h0, h1, oh0, 2, 1, 2); break;
-        case 2 * 2 + 1: pg_fstrips_plane(g, gd, xp, kd, h0, h1, oh0, 2, 2, 1); break;
-        default: pg_fstrips_plane(g, gd, xp, kd, h0, h1, oh0, 2, 1, 1); break;
-        }
-    }
-}
-
-PG_TARGET_AVX2
-static void pg_item_fused_avx2(const pg_item_f32 *g, const float *gbase, float *x0,
-                               ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                               ptrdiff_t od0, ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1,
-                               float *PG_RESTRICT E)
-{
-    const ptrdiff_t W = g->W, Wo = g->Wo, nq = g->qx1, pd = g->epad;
-    const ptrdiff_t gstep = Wo + 2 * pd, noh = oh1 - oh0;
-    const ptrdiff_t pc0 = g->pc[0], pc1 = g->pc[1];
-    float *const gblk = E + g->gblk;
-    pg_fused_grow_f32(g, gbase, od0, od1, oh0, oh1, gblk);
-    pg_pf none = {0}, *const pf = &none;   /* (no prefetching here) */
-    pg_vs vs;
-    pg_vs_begin(&vs, x0, (d1 - d0) * (h1 - h0) * W, g->region);
-    /* streamed (a region) or not, a constant in each copy of the loops */
-#define PG_FUSED_SWITCH                                                                     \
-    switch (g->pm[0] * 2 + g->pm[1]) {                                                      \
-    case 2 * 1 + 2: PG_FUSED_ROWS(1, 2) break;                                              \
-    case 2 * 2 + 1: PG_FUSED_ROWS(2, 1) break;                                              \
-    default: PG_FUSED_ROWS(1, 1) break;                                                     \
-    }                                                                                       \
-    pg_vs_end(&vs, PG_VS_NT);
-    if (g->region) { enum { PG_VS_NT = 1 }; PG_FUSED_SWITCH }
-    else { enum { PG_VS_NT = 0 }; PG_FUSED_SWITCH }
-#undef PG_FUSED_SWITCH
-}
-#define pg_item_fused pg_item_fused_avx2
-#else
-#define pg_item_fused(...) ((void)0)
-#endif
-
-/*
- * The same form for float64 rows (in place of the Cython row loop's region, _kernels.pyx's
- * _gather_item): stride 2 along W with phases of at most three terms in all and at most two
- * covering windows along H, or stride 1 with up to three terms and three windows; one
- * along D, no edge columns (the interior widened over them with -0.0 slots,
- * _plan.poly_padded: the tap tables' bits), W a multiple of four.  Each E value k * (its
- * phase terms left to right) as pg_poly2_avx2_f64 and pg_poly1_avx2_f64 form it, the rows
- * added left to right as pg_combine_f64 adds them; four values a vector, pushed through
- * pg_vs as eight float lanes (a double's two halves move together).  Here stride 1 gains
- * too, as the row loop it replaces forms and combines its rows at a time: on the 2-vCPU
- * EPYC k3s2p1 NCHW 16x64x112x112 took 0.70-0.72x the time on 1 and 2 threads, k2s2 the
- * same, k3s1p1 32x64x56x56 0.77-0.79x on 1 thread and 0.75x on 2, k2s1p0 and k3s1p1 at
- * 112x112 0.69-0.73x.
- */
-typedef struct {
-    ptrdiff_t P, W, Wo, gs2, gs3, xs2, xs3, qx1, q1, epad;
-    const int64_t *dlo, *dhi, *hlo, *hhi, *pc, *pm;
-    const double *wd, *wh, *ww;   /* ww NULL: no W weights */
-    int strips;                   /* stride 1 in strips (pg_fused1_strips_f64) */
-    int nt;                       /* streamed (else ordinary stores: in the cache) */
-} pg_fused64;
-
-#if PG_X86_DISPATCH
 #define PG_PHASE_SUM4D(v, A, M, Q)                                                          \
     {                                                                                       \
         v = _mm256_loadu_pd((A) + (Q));                                                     \
@@ -1004,13 +756,13 @@ static inline void pg_fused64_grow(const pg_fused64 *f, const double *gbase, ptr
  * row's windows are the last nh formed); each row k0 * E0 + k1 * E1 + k2 * E2 as there,
  * each k * E formed once with the E value (k belongs to its grad_output row): in the
  * cache, k3s1p1 4 x 64 x 56 x 56 took 0.94-0.96x the time of k applied at every row, 1
- * x 64 x 112 x 112 0.89x (2-vCPU EPYC; strips of 16 columns and bands of rows, as
- * float32's, gained nothing more).  In the cache (f->nt = 0) the strips are stored as they are, the last one overlapping
- * the one before where W is not a multiple of 8.  Streamed (W a multiple of 8, the output
- * 16-byte aligned) they lie on the output's lines, each streamed whole; where the rows
- * start tb = 2, 4 or 6 values into a line, the line across two rows takes the last tb
- * values of the strip at W - 8 (kept in T) and the first 8 - tb of the strip at 0, and
- * the region's two partial end lines are stored by value.
+ * x 64 x 112 x 112 0.89x (2-vCPU EPYC; strips of 16 columns and bands of rows gained
+ * nothing more).  In the cache (f->nt = 0) the strips are stored as they are, the last
+ * one overlapping the one before where W is not a multiple of 8.  Streamed (W a multiple
+ * of 8, the output 16-byte aligned) they lie on the output's lines, each streamed whole;
+ * where the rows start tb = 2, 4 or 6 values into a line, the line across two rows takes
+ * the last tb values of the strip at W - 8 (kept in T) and the first 8 - tb of the strip
+ * at 0, and the region's two partial end lines are stored by value.
  */
 enum { PG_STRIP_STREAM, PG_STRIP_KEEP, PG_STRIP_SEAM, PG_STRIP_STORE };
 
@@ -1108,7 +860,7 @@ static inline void pg_strip64(const pg_fused64 *f, const double *grow0, ptrdiff_
 PG_TARGET_AVX2
 static void pg_fused1_strips_f64(const pg_fused64 *f, const double *gbase, double *x0,
                                  ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                                 double *PG_RESTRICT gblk, double *PG_RESTRICT T, pg_pf *pf)
+                                 double *PG_RESTRICT gblk, double *PG_RESTRICT T)
 {
     const ptrdiff_t W = f->W, pd = f->epad, gstep = f->Wo + 2 * pd, nr = h1 - h0;
     const ptrdiff_t oh0 = f->hlo[h0], oh1 = f->hhi[h1 - 1];
@@ -1122,7 +874,6 @@ static void pg_fused1_strips_f64(const pg_fused64 *f, const double *gbase, doubl
         const double kd = f->wd[od];
         double *const xp = x0 + (idd - d0) * f->xs2;
         pg_fused64_grow(f, gbase, od, oh0, oh1, gblk);
-        pg_pf_step(pf, nr);
         /* the next plane's grad_output rows (where they follow each other), spread over
          * this plane's strips */
         pg_pf nx = {0};
@@ -1158,7 +909,7 @@ static void pg_fused1_strips_f64(const pg_fused64 *f, const double *gbase, doubl
 PG_TARGET_AVX2
 static void pg_fused_avx2_f64(const pg_fused64 *f, const double *gbase, double *x0,
                               ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                              double *PG_RESTRICT gblk, pg_pf *pf)
+                              double *PG_RESTRICT gblk)
 {
     const ptrdiff_t W = f->W, Wo = f->Wo, nq = f->qx1, pd = f->epad;
     const ptrdiff_t od0 = f->dlo[d0], od1 = f->dhi[d1 - 1];
@@ -1168,7 +919,7 @@ static void pg_fused_avx2_f64(const pg_fused64 *f, const double *gbase, double *
     if (f->strips && (!f->nt || (W % 8 == 0 && ((uintptr_t)x0 & 15u) == 0))) {
         pg_fused1_strips_f64(f, gbase, x0, d0, d1, h0, h1, gblk,
                              (double *)(((uintptr_t)(gblk + pd + (oh1 - oh0) * gstep) + 31u)
-                                        & ~(uintptr_t)31u), pf);
+                                        & ~(uintptr_t)31u));
         return;
     }
     /* the grow block: each grad_output row W-weighted, its slots after it (+0.0 where the
@@ -1204,17 +955,15 @@ static void pg_fused_avx2_f64(const pg_fused64 *f, const double *gbase, double *
  * the CPU has no AVX2 (the row loop then) */
 static inline int pg_fused_f64_run(const pg_fused64 *f, const double *gbase, double *xbase,
                                    ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                                   double *G, pg_pf *pf)
+                                   double *G)
 {
 #if PG_X86_DISPATCH
     if (pg_have_avx2()) {
-        pg_fused_avx2_f64(f, gbase, xbase + d0 * f->xs2 + h0 * f->xs3, d0, d1, h0, h1, G,
-                          pf);
+        pg_fused_avx2_f64(f, gbase, xbase + d0 * f->xs2 + h0 * f->xs3, d0, d1, h0, h1, G);
         return 1;
     }
 #endif
     (void)f; (void)gbase; (void)xbase; (void)d0; (void)d1; (void)h0; (void)h1; (void)G;
-    (void)pf;
     return 0;
 }
 
@@ -1232,11 +981,6 @@ ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,   
     ptrdiff_t j;                                                                            \
     grow[Wo] = 0.0f;          /* an empty cover */                                          \
     grow[Wo + 1] = -0.0f;     /* a padding tap */                                           \
-    if (AVX && g->fused && (d1 - d0 == 1 || g->xs2 == (h1 - h0) * W)) {                    \
-        pg_item_fused(g, gbase, xbase + d0 * g->xs2 + h0 * W, d0, d1, h0, h1,               \
-                      od0, od1, oh0, oh1, E);                                               \
-        return;                                                                             \
-    }                                                                                       \
     if (AVX && pg_item_erows_ok(g))                                                         \
         pg_item_erows(g, gbase, od0, od1, oh0, oh1, E);                                     \
     else                                                                                    \
@@ -1590,8 +1334,7 @@ static inline void pg_dup2_rows(char *r0, char *r1, const char *src, const float
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_, void *xbase_,
                                 ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                                float *PG_RESTRICT grow, void *PG_RESTRICT R_, int kind,
-                                pg_pf *pf)
+                                float *PG_RESTRICT grow, void *PG_RESTRICT R_, int kind)
 {
     const ptrdiff_t W = g->W, Wo = g->Wo, rl = Wo + 2;
     const ptrdiff_t es = kind ? 2 : 4;
@@ -1603,9 +1346,9 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
     /* kernel = stride = 2 along W, W even, rows of 32 bytes or more or of whole 16-byte
      * halves: rows formed straight from grad_output (pg_dup2_rows), no R rows.  Not 16-bit
      * rows of up to 64 bytes in the cache: at 40 to 64 bytes they took 1.05-1.15x the time
-     * of the R rows (streamed or staged 0.93-0.96x; 2-vCPU EPYC, 1 thread) */
+     * of the R rows (streamed 0.93-0.96x; 2-vCPU EPYC, 1 thread) */
     const int direct = g->dup2 && W % 2 == 0 && ((W * es) % 16 == 0 || W * es >= 32)
-                       && (kind == 0 || W * es > 64 || g->pair_nt || g->staged);
+                       && (kind == 0 || W * es > 64 || g->pair_nt);
     for (ptrdiff_t od = od0; od < od1 && !direct; od++) {
         for (ptrdiff_t oh = oh0; oh < oh1; oh++) {
             const char *src = gbase + (od * g->gs2 + oh * g->gs3) * es;
@@ -1632,23 +1375,12 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
         first = (const char **)(R + ((nE * rl * es + 7) & ~(ptrdiff_t)7));
         for (ptrdiff_t e = 0; e < nE; e++) first[e] = NULL;
     }
-    /* g->staged: the item's rows, one run of memory, formed in the stage and streamed a
-     * line at a time (runs of rows longer than the stage go straight out, and end it) */
-#if PG_HAVE_STREAM
-    pg_stage st;
-    int staging = g->staged && g->xs3 == W && (d1 - d0 == 1 || g->xs2 == (h1 - h0) * W);
-    if (staging)
-        pg_stage_begin(&st, xbase + (d0 * g->xs2 + h0 * g->xs3) * es, (float *)R_ + g->stage,
-                       g->stage_cap);
-#else
-    const int staging = 0;
-#endif
     /* the item's rows all in pairs under one H window each (kernel = stride = 2 along H
      * too, or adaptive 2:1): each plane one tight loop of pg_dup2_rows, without the run
      * loop's tables and cases.  k2s2 4 x 256 x 56 x 56 in the cache took 0.63-0.67x the
      * time at 16 bits, 0.82-0.85x at float32 (1 and 2 threads, 2-vCPU EPYC); 32 x 256 x
      * 56 x 56, streamed, 0.79-0.80x at 16 bits on 1 thread, the same on 2 */
-    int pairs = direct && !staging && !first && (h1 - h0) % 2 == 0;
+    int pairs = direct && !first && (h1 - h0) % 2 == 0;
     for (ptrdiff_t ih = h0; ih < h1 && pairs; ih += 2)
         pairs = g->hrun[ih] == 2 && g->hhi[ih] > g->hlo[ih];
     /* one covered row a plane, spread from its R row (small planes run as one row each,
@@ -1668,14 +1400,6 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
         const int dcov = g->dhi[idd] > a;
         if (flat1 && dcov) {
             char *dst = xbase + (idd * g->xs2 + h0 * g->xs3) * es;
-#if PG_HAVE_STREAM
-            if (staging && step + 64 > g->stage_cap) {
-                pg_stage_end(&st, 1);
-                staging = 0;
-            }
-            if (staging) dst = (char *)pg_stage_next(&st, step, 1);
-#endif
-            pg_pf_step(pf, 1);
             const char *r = R + ((a - od0) * noh + (g->hlo[h0] - oh0)) * rl * es;
             if (es == 2)
                 pg_spread16_row((uint16_t *)dst, NULL, (const uint16_t *)r, sp, W,
@@ -1694,17 +1418,13 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
             const float kd = g->wd[a];
             /* streamed as the run loop streams a pair: every row 16-byte aligned */
             if (g->pair_nt && ((uintptr_t)dst % 16u) == 0 && step % 16 == 0) {
-                for (ptrdiff_t ih = h0; ih < h1; ih += 2, dst += 2 * step) {
-                    pg_pf_step(pf, 2);
+                for (ptrdiff_t ih = h0; ih < h1; ih += 2, dst += 2 * step)
                     pg_dup2_rows_body(dst, dst + step, gd + hlo[ih] * gstep, ww,
                                       kd * wh[hlo[ih]], W, kind, 1);
-                }
             } else {
-                for (ptrdiff_t ih = h0; ih < h1; ih += 2, dst += 2 * step) {
-                    pg_pf_step(pf, 2);
+                for (ptrdiff_t ih = h0; ih < h1; ih += 2, dst += 2 * step)
                     pg_dup2_rows_body(dst, dst + step, gd + hlo[ih] * gstep, ww,
                                       kd * wh[hlo[ih]], W, kind, 0);
-                }
             }
             continue;
         }
@@ -1713,15 +1433,7 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
             const ptrdiff_t p = g->hlo[ih], q = g->hhi[ih];
             const ptrdiff_t c = pg_item_hrun(g, ih, h1);
             char *dst = xbase + (idd * g->xs2 + ih * g->xs3) * es;
-#if PG_HAVE_STREAM
-            if (staging && c * step + 64 > g->stage_cap) {
-                pg_stage_end(&st, 1);
-                staging = 0;
-            }
-            if (staging) dst = (char *)pg_stage_next(&st, c * step, 1);
-#endif
             ih += c;
-            pg_pf_step(pf, c);
             if (q <= p || !dcov) {
                 for (ptrdiff_t t = 0; t < c; t++)
                     memset(dst + t * step, 0, (size_t)(W * es));   /* +0.0 in every format */
@@ -1856,22 +1568,17 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
             if (c > t0) pg_copy_row_avx2(dst + t0 * step, step, c - t0, dst, W * es);
         }
     }
-#if PG_HAVE_STREAM
-    if (staging) pg_stage_end(&st, 1);
-#endif
-    pg_pf_rest(pf);
 }
 
 /* one copy of the item per format, each with its element size a constant */
 __attribute__((target("avx2,f16c")))
 static void pg_item_single_avx2(const pg_item_f32 *g, const void *gbase, void *xbase,
                                 ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                                float *PG_RESTRICT grow, void *PG_RESTRICT R, int kind,
-                                pg_pf *pf)
+                                float *PG_RESTRICT grow, void *PG_RESTRICT R, int kind)
 {
-    if (kind == 0) pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, grow, R, 0, pf);
-    else if (kind == 1) pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, grow, R, 1, pf);
-    else pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, grow, R, 2, pf);
+    if (kind == 0) pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, grow, R, 0);
+    else if (kind == 1) pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, grow, R, 1);
+    else pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, grow, R, 2);
 }
 
 /*
@@ -1976,7 +1683,7 @@ __attribute__((target("avx2,f16c")))
 static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16_t *xbase,
                              ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
                              float *PG_RESTRICT grow, float *PG_RESTRICT E, const float **rows,
-                             float *tmp, int bf16, pg_pf *pf)
+                             float *tmp, int bf16)
 {
     const ptrdiff_t W = g->W, Wo = g->Wo;
     const ptrdiff_t od0 = g->dlo[d0], od1 = g->dhi[d1 - 1];
@@ -1985,7 +1692,7 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
     grow[Wo] = 0.0f;
     grow[Wo + 1] = -0.0f;
     if (g->single) {
-        pg_item_single_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, bf16 ? 1 : 2, pf);
+        pg_item_single_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, bf16 ? 1 : 2);
         return;
     }
     if (g->spread) {   /* tmp: the rounded row (W floats' room, nwp + 8 values used) */
@@ -2084,31 +1791,26 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
 static inline int pg_item_h16_run(const pg_item_f32 *g, const uint16_t *gbase, uint16_t *xbase,
                                   ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
                                   float *grow, float *E, const float **rows, float *tmp,
-                                  int bf16, pg_pf *pf)
+                                  int bf16)
 {
     if (!pg_have_h16(bf16))
         return 0;
 #if PG_X86_DISPATCH
-    pg_item_h16_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp, bf16, pf);
+    pg_item_h16_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp, bf16);
 #else
     (void)g; (void)gbase; (void)xbase; (void)d0; (void)d1; (void)h0; (void)h1;
-    (void)grow; (void)E; (void)rows; (void)tmp; (void)pf;
+    (void)grow; (void)E; (void)rows; (void)tmp;
 #endif
     return 1;
 }
 
 static inline void pg_item_f32_run(const pg_item_f32 *g, const float *gbase, float *xbase,
                                    ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                                   float *grow, float *E, const float **rows, float *tmp,
-                                   pg_pf *pf)
+                                   float *grow, float *E, const float **rows, float *tmp)
 {
 #if PG_X86_DISPATCH
     if (g->single && pg_have_h16(0)) {
-        pg_item_single_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, 0, pf);
-        return;
-    }
-    if (g->fstrips && pg_have_avx2()) {
-        pg_item_fstrips_avx2(g, gbase, xbase + d0 * g->xs2 + h0 * g->W, d0, d1, h0, h1, E);
+        pg_item_single_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, 0);
         return;
     }
     if (pg_have_avx2()) {

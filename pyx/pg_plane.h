@@ -67,7 +67,6 @@ typedef struct {
     const float *wd, *wh, *ww; /* ww NULL: no W weights */
     int kind;
     int stream;                /* stream the runs (an output larger than the cache) */
-    int byplane;               /* float32 rows of 8 or more plane by plane too */
     float *E;                  /* scratch: 16 floats per E row and plane of a chunk */
     ptrdiff_t E_elems;
     void *stage;               /* scratch: stage_bytes, 64-byte aligned or not */
@@ -234,9 +233,8 @@ static void pg_plane_aff(float *e, const float *rows, ptrdiff_t lc, __m256 k,
  * of every column (1 or 2, float32; 0: as many as each half uses).  `direct`: rows
  * stored where they go (W >= 8, not streamed), else through the stage.  Planes go CH at
  * a time: their E rows ([row][plane][16]), then each grad_input row for the CH planes,
- * so the per-row work is done once per CH planes, or (`byplane`, float32, and rows
- * narrower than 8) all the rows of one plane after the other, so the stores follow each
- * other in memory.
+ * so the per-row work is done once per CH planes, or (rows narrower than 8) all the rows
+ * of one plane after the other.
  */
 __attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
 static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI, int MT)
@@ -253,9 +251,6 @@ static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI, int M
     /* wide: a row's 8-value stores stay inside it; two: a second vector (W > 8: a row of
      * exactly 8 is one vector, formed and stored once) */
     const int stream = a->stream, wide = W >= 8, two = W > 8, direct = wide && !a->stream;
-    /* (float32 only: the 16-bit formats never gained from it, and each order is a copy of
-     * the loop) */
-    const int rowwise = wide && !(a->byplane && kind == 0);
     const char *const go = (const char *)a->go;
     char *const gi = (char *)a->gi;
     float *const E = a->E;
@@ -436,11 +431,10 @@ static inline void pg_plane_body(const pg_plane_args *a, int kind, int HI, int M
             const ptrdiff_t rstep = direct ? xs3 * es : rowb;
             const ptrdiff_t da = dlo[idd], nd = dhi[idd] - da;
             const float *const ed = E + (da - od0) * noh * estep;
-            /* rows of 8 or more: each row for all the chunk's planes, unless `byplane`;
-             * narrower ones plane by plane, as each row's store passes its end into the
-             * next row (each plane its own expansion: a loop of one plane the compiler
-             * sees) */
-            if (rowwise) {
+            /* rows of 8 or more: each row for all the chunk's planes; narrower ones plane
+             * by plane, as each row's store passes its end into the next row (each plane
+             * its own expansion: a loop of one plane the compiler sees) */
+            if (wide) {
                 PG_PLANE_OUT(0, lc)
             } else {
                 for (ptrdiff_t lp = 0; lp < lc; lp++) {

@@ -1497,8 +1497,9 @@ static inline void pg_stage_end(pg_stage *s, int avx)
 
 #if PG_X86_DISPATCH
 /*
- * A register-fed region writer for float32 regions of whole vectors (at a 4-byte-aligned
- * address: grad_input is aligned to its dtype, _validate.py): the region's values are
+ * A register-fed region writer for regions of whole vectors of float lanes (pg_item.h's
+ * float64 items push each double as two; at a 4-byte-aligned address: grad_input is
+ * aligned to its dtype, _validate.py): the region's values are
  * pushed eight at a time, in order, and each 32-byte-aligned vector of the output is
  * formed in registers from the last two pushed (shifted by the region's misalignment, sh
  * floats), streamed where its line lies whole in the region, else stored masked to the

@@ -476,10 +476,6 @@ def test_outputs_up_to_tune_bytes_have_one_form(monkeypatch):
 
 
 STRIP_CASES = [  # (dtype, x shape, kernel, stride, padding, ceil_mode, count_include_pad)
-    (np.float32, (2, 8, 20, 64), 3, 2, 1, False, True),    # planes in strips (float32)
-    (np.float32, (2, 8, 21, 48), 3, 2, 1, True, False),
-    (np.float32, (2, 8, 20, 40), 3, 1, 1, False, True),    # stride 1
-    (np.float32, (1, 3, 9, 32), 2, 1, 0, False, True),
     (np.float64, (2, 8, 20, 40), 3, 1, 1, False, True),    # float64 stride 1
     (np.float64, (1, 3, 9, 12), 2, 1, 0, True, False),
 ]
@@ -488,11 +484,10 @@ STRIP_CASES = [  # (dtype, x shape, kernel, stride, padding, ceil_mode, count_in
 @pytest.mark.parametrize("dtype, x_shape, k, st, p, ceil, cip", STRIP_CASES)
 def test_strips_are_timed_beside_the_row_form_with_the_same_bits(
         monkeypatch, restore_num_threads, dtype, x_shape, k, st, p, ceil, cip):
-    """Planes in strips (pg_item_fstrips_avx2, pg_fused1_strips_f64) larger than
-    TUNE_SHAPE_BYTES are planned with the row form as a timed alternate ("cache rows");
-    every call, through the timing and after, on mixed thread counts, gives the bits of
-    the strips alone and the reference's values; so do the one-shot function's cached
-    plans."""
+    """float64 planes in strips (pg_fused1_strips_f64) larger than TUNE_SHAPE_BYTES are
+    planned with the row form as a timed alternate ("cache rows"); every call, through the
+    timing and after, on mixed thread counts, gives the bits of the strips alone and the
+    reference's values; so do the one-shot function's cached plans."""
     go, ref, make_op = _avg_call(dtype, x_shape, k, st, p, ceil, cip, seed=17)
     monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", None)
     alone = make_op()
@@ -516,47 +511,9 @@ def test_strips_are_timed_beside_the_row_form_with_the_same_bits(
         assert np.array_equal(_bits(got), want)
 
 
-PLANE_CASES = [  # (dtype, x shape, kernel, stride, padding, ceil_mode, count_include_pad)
-    (np.float32, (2, 16, 14, 14), 5, 2, 2, False, True),   # three taps a column
-    (np.float32, (2, 16, 9, 9), 3, 2, 1, False, False),    # narrower than PLANE_REGS_W
-    (np.float32, (2, 16, 7, 7), 3, 1, 1, False, False),    # ... than PLANE_SLIDING_W
-    (np.float16, (2, 16, 12, 12), 3, 2, 1, True, True),
-    (BFLOAT16, (1, 24, 8, 8), 3, 1, 1, False, False),
-]
-
-
-@pytest.mark.parametrize("dtype, x_shape, k, st, p, ceil, cip", PLANE_CASES,
-                         ids=lambda v: getattr(v, "__name__", None))
-def test_small_planes_time_the_plane_form_beside_the_lanes_with_the_same_bits(
-        forms_off, monkeypatch, restore_num_threads, dtype, x_shape, k, st, p, ceil, cip):
-    """Small NCHW planes that the plan runs as lanes, but that fit the planes-in-registers
-    form (pg_plane.h), are planned with that form as a timed alternate ("cache plane")
-    where the output is over TUNE_SHAPE_BYTES; every call, through the timing and after,
-    gives the bits of the lanes alone and the reference's values."""
-    _, ref, make_op = _avg_call(dtype, x_shape, k, st, p, ceil, cip, seed=19)
-    monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", 0)
-    forms_off({"plane_timed"})
-    alone = make_op()
-    assert alone._kernel.c_item != "plane" and alone._kernel.alternates == ()
-    want = _alone_bits(alone, dtype, ref)
-
-    forms_off(())
-    op = make_op()
-    kernel = op._kernel
-    assert [(a.form, a.c_item) for a in kernel.alternates] == [("cache plane", "plane")]
-    _calls_keep_bits(op, want, kernel.tune_calls + 3)
-    assert kernel.store_form in ("cache", "cache plane")
-    for faster in (0.5, 1.0):   # each form kept in turn
-        op = make_op()
-        op._kernel.settle(1.0, faster)
-        op.grad_input[...] = np.nan
-        op.execute(workspace=np.empty(op.workspace_size, np.uint8))
-        assert np.array_equal(_bits(op.grad_input), want)
-
-
 PLANE_RULE_CASES = [  # (dtype, x shape, kernel, stride, padding, ceil_mode, count_include_pad)
     (np.float32, (2, 20, 14, 14), 3, 2, 1, False, True),   # two vectors a row
-    (np.float32, (1, 19, 8, 8), 3, 2, 1, False, False),    # one vector a row
+    (np.float32, (1, 19, 8, 8), 3, 1, 1, False, False),    # one vector a row
     (np.float32, (2, 9, 11, 10), 2, 1, 0, True, True),
     (np.float32, (2, 16, 12, 12), 3, 1, 1, False, False),  # taps that slide (stride 1)
     (np.float16, (2, 17, 14, 14), 3, 2, 1, True, False),
@@ -567,42 +524,35 @@ PLANE_RULE_CASES = [  # (dtype, x shape, kernel, stride, padding, ceil_mode, cou
 
 @pytest.mark.parametrize("dtype, x_shape, k, st, p, ceil, cip", PLANE_RULE_CASES,
                          ids=lambda v: getattr(v, "__name__", None))
-def test_planes_in_registers_time_the_plane_order_with_the_same_bits(
-        forms_off, monkeypatch, restore_num_threads, dtype, x_shape, k, st, p, ceil, cip):
-    """Planes that the plan puts in registers (pg_plane.h) store each row for a chunk of
-    planes; over TUNE_SHAPE_BYTES the same float32 call storing one plane after the
-    other is timed beside it ("by plane"), in both store forms (16-bit: the row order
-    only); every call, through the timing and after, gives the bits of the row order
-    alone and the reference's values."""
+def test_planes_in_registers_time_both_store_forms_with_the_same_bits(
+        monkeypatch, restore_num_threads, dtype, x_shape, k, st, p, ceil, cip):
+    """Planes that the plan puts in registers (pg_plane.h), planned in both store forms
+    (the streamed one timed beside them): every call, through the timing and after, gives
+    the bits of the planes in one form and the reference's values, whichever form is
+    kept."""
     _, ref, make_op = _avg_call(dtype, x_shape, k, st, p, ceil, cip, seed=23)
     monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", 0)
-    forms_off({"by_plane"})
     alone = make_op()
     if alone._kernel.c_item != "plane":
         pytest.skip("no AVX2: the planes do not go in registers")
     assert alone._kernel.alternates == ()
     want = _alone_bits(alone, dtype, ref)
 
-    forms_off(())
-    by_plane = dtype == np.float32   # the 16-bit formats keep the row order only
-    for tune_bytes, forms in ((None, ["cache by plane"] if by_plane else []),
-                              (0, ["stream", "cache by plane", "stream by plane"]
-                               if by_plane else ["stream"])):
-        monkeypatch.setattr(_plan, "TUNE_BYTES", tune_bytes)
+    monkeypatch.setattr(_plan, "TUNE_BYTES", 0)
+    forms = ["stream"]
+    op = make_op()
+    kernel = op._kernel
+    assert [a.form for a in kernel.alternates] == forms
+    assert all(a.c_item == "plane" for a in kernel.alternates)
+    _calls_keep_bits(op, want, kernel.tune_calls + 3)
+    assert kernel.store_form in ["cache"] + forms
+    for keep in range(len(forms) + 1):   # each form kept in turn
         op = make_op()
-        kernel = op._kernel
-        assert [a.form for a in kernel.alternates] == forms
-        assert all(a.c_item == "plane" for a in kernel.alternates)
-        _calls_keep_bits(op, want, kernel.tune_calls + 3)
-        assert kernel.store_form in ["cache"] + forms
-        for keep in range(len(forms) + 1):   # each form kept in turn
-            op = make_op()
-            op._kernel.settle(1.0, *[0.5 if i + 1 == keep else 1.0
-                                     for i in range(len(forms))])
-            assert op._kernel.store_form == (["cache"] + forms)[keep]
-            op.grad_input[...] = np.nan
-            op.execute(workspace=np.empty(op.workspace_size, np.uint8))
-            assert np.array_equal(_bits(op.grad_input), want)
+        op._kernel.settle(1.0, *[0.5 if i + 1 == keep else 1.0 for i in range(len(forms))])
+        assert op._kernel.store_form == (["cache"] + forms)[keep]
+        op.grad_input[...] = np.nan
+        op.execute(workspace=np.empty(op.workspace_size, np.uint8))
+        assert np.array_equal(_bits(op.grad_input), want)
 
 
 # planes in registers whose taps slide with the column (stride 1): each chunk's rows staged
@@ -701,12 +651,11 @@ def test_planes_in_registers_with_sliding_taps_give_the_lanes_bits(
     item, got = run()
     assert item == "plane"
     assert np.array_equal(got, want)
-    # every form through the timing: streamed, and (float32) stored plane by plane
+    # both store forms through the timing
     monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", 0)
     monkeypatch.setattr(_plan, "TUNE_BYTES", 0)
     op = make_op()
-    forms = {"stream", "cache by plane"} if dtype == np.float32 else {"stream"}
-    assert forms <= {a.form for a in op._kernel.alternates}
+    assert [a.form for a in op._kernel.alternates] == ["stream"]
     _calls_keep_bits(op, want, op._kernel.tune_calls + 3)
 
 
@@ -753,29 +702,34 @@ def _avg_out_shape(x_shape, k, st, p, ceil):
 
 
 def test_settle_keeps_the_fastest_of_several_forms(monkeypatch):
-    """With two alternates, settle keeps the one of least time where it is below
+    """With three alternates (the float64 strips' row form beside each store form: the
+    most forms a call has), settle keeps the one of least time where it is below
     TUNE_MARGIN of the planned form's, else the planned form; it takes one time a form."""
     monkeypatch.setattr(_plan, "TUNE_SHAPE_BYTES", 0)
     monkeypatch.setattr(_plan, "TUNE_BYTES", 0)
     monkeypatch.setattr(_plan, "STREAM_ROW_BYTES", 0)
     rng = np.random.default_rng(3)
-    x = np.zeros((2, 8, 20, 64), np.float32)
-    go = make_array((2, 8, 10, 32), np.float32, rng)
+    x = np.zeros((2, 8, 20, 40), np.float64)
+    go = make_array((2, 8, 20, 40), np.float64, rng)
 
     def make_op():
-        return pg.AvgPool2dBackward(go, x, 3, 2, 1, False, True, 0, 0, np.empty_like(x))
+        return pg.AvgPool2dBackward(go, x, 3, 1, 1, False, True, 0, 0, np.empty_like(x))
 
     first = make_op()
     if not first._kernel.strips:
         pytest.skip("no AVX2: the planes do not go in strips")
-    assert [a.form for a in first._kernel.alternates] == ["stream", "cache rows"]
-    with pytest.raises(ValueError, match="3 times"):
+    assert [a.form for a in first._kernel.alternates] == ["stream", "cache rows",
+                                                           "stream rows"]
+    assert len(first._kernel.alternates) + 1 == _kernels.MAX_FORMS
+    assert first._kernel.tune_calls == _kernels.MAX_FORMS * (1 + _kernels.TUNE_TIMED) + 1
+    with pytest.raises(ValueError, match="4 times"):
         first._kernel.settle(1.0, 0.5)
     first.execute()
     want = _bits(first.grad_input).copy()
     m = _kernels.TUNE_MARGIN
-    for times, kept in (((0.9, 0.5), 1), ((0.5, 0.9), 0), ((m * 1.01, m * 1.02), None),
-                        ((m * 0.99, m * 1.01), 0)):
+    for times, kept in (((0.9, 0.5, 1.0), 1), ((0.5, 0.9, 1.0), 0), ((1.0, 0.9, 0.4), 2),
+                        ((m * 1.01, m * 1.02, m * 1.03), None),
+                        ((m * 0.99, m * 1.01, 1.0), 0)):
         op = make_op()
         kernel = op._kernel
         alts = kernel.alternates
@@ -1089,9 +1043,7 @@ def test_staged_region_at_every_offset_from_a_line(x_shape, split, simd, request
             raw.view(np.uint32).fill(guard)
             out = raw[base + off:base + off + size].reshape(x_shape)
             op = pg.AvgPool2dBackward(go, x_shape, 3, s, 1, False, True, 0, 0, out)
-            # (rows of whole vectors at stride 2 form their E values in registers: the
-            # test below)
-            assert op._kernel.c_item in ("region", "region, fused")
+            assert op._kernel.c_item == "region"
             # the workspace at offsets all over a page (where the stage moves so as not
             # to cross one) and from a line: nothing written past its end
             ws_raw.fill(0xA5)
@@ -1120,37 +1072,35 @@ def _region_items(request, monkeypatch, region, split):
 # rows of 16 to 112 columns (interiors of whole blocks of eight, and 12 = 4 mod 8), planes
 # of 5 to 20 rows, odd and even
 FUSED_SHAPES = [(1, 2, 9, 16), (2, 3, 13, 24), (2, 2, 7, 48), (1, 2, 20, 112)]
-# (kernel, stride, padding, ceil_mode, count_include_pad, which dtypes take the register
-# form): stride 2 with phases of one and two terms, or one and one (float32: one-term
-# rows); k3s2p0 leaves the last column to no window (an edge column: the stage); stride 1
-# (float64; float32 in the cache, rows of 32 or more: the strips) of up to three terms and
-# three rows; border divisors; a last window cut off
-FUSED_POOLS = [(3, 2, 1, False, True, "fd"), (3, 2, 1, True, False, "fd"),
-               (3, 2, 0, False, True, ""), (3, 2, 0, True, False, "fd"),
-               (2, 2, 0, True, True, "d"), (3, 1, 1, False, False, "d"),
-               (2, 1, 0, False, True, "d"), (1, 1, 0, False, True, "d")]
+# (kernel, stride, padding, ceil_mode, count_include_pad, whether the register form takes
+# it): stride 2 with phases of one and two terms, or one and one; k3s2p0 leaves the last
+# column to no window (an edge column); stride 1 of up to three terms and three rows;
+# border divisors; a last window cut off
+FUSED_POOLS = [(3, 2, 1, False, True, True), (3, 2, 1, True, False, True),
+               (3, 2, 0, False, True, False), (3, 2, 0, True, False, True),
+               (2, 2, 0, True, True, True), (3, 1, 1, False, False, True),
+               (2, 1, 0, False, True, True), (1, 1, 0, False, True, True)]
 
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="an AVX2 path")
 @pytest.mark.parametrize("split", [False, True], ids=["planes", "split"])
 @pytest.mark.parametrize("region", [False, True], ids=["cache", "streamed"])
 @pytest.mark.parametrize("x_shape", FUSED_SHAPES)
-@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
-def test_fused_region_at_every_offset_from_a_line(dtype, x_shape, region, split, request,
+def test_fused_region_at_every_offset_from_a_line(x_shape, region, split, request,
                                                   monkeypatch):
-    """The float32 and float64 items whose E values are formed in registers and pushed
-    through the register-fed writer (pg_item.h's pg_item_fused_avx2 and
-    pg_fused_avx2_f64, pg_stream.h's pg_vs), where they apply and where not, streamed
-    (outputs larger than the cache) or with ordinary stores (in the cache): grad_input at
-    every offset of a whole value from a cache line, grad_output contiguous and reversed
-    along H, items of whole planes and of single rows, 1 and 2 threads.  The same bits as
-    the row loop (the reference: the default plan, taken before the region and item
-    settings), and nothing written outside grad_input."""
+    """The float64 items whose E values are formed in registers and pushed through the
+    register-fed writer (pg_item.h's pg_fused_avx2_f64, pg_stream.h's pg_vs), where they
+    apply and where not, streamed (outputs larger than the cache) or with ordinary stores
+    (in the cache): grad_input at every offset of a whole value from a cache line,
+    grad_output contiguous and reversed along H, items of whole planes and of single rows,
+    1 and 2 threads.  The same bits as the row loop (the reference: the default plan,
+    taken before the region and item settings), and nothing written outside grad_input."""
     rng = np.random.default_rng(23)
+    dtype = np.float64
     es = np.dtype(dtype).itemsize
     size = int(np.prod(x_shape))
     runs = []
-    for k, st, p, ceil, cip, which in FUSED_POOLS:
+    for k, st, p, ceil, cip, fused in FUSED_POOLS:
         y = pg.avg_pool2d(np.zeros(x_shape, dtype), k, st, p, ceil_mode=ceil,
                           count_include_pad=cip)
         # -0.0 in the first and last columns: a sum that reaches a slot beyond a row's
@@ -1164,10 +1114,6 @@ def test_fused_region_at_every_offset_from_a_line(dtype, x_shape, region, split,
             op = pg.AvgPool2dBackward(go, x_shape, k, st, p, ceil, cip, 0, 0, ref)
             assert "fused" not in op._kernel.c_item
             op.execute()
-            # float32 stride 1 takes the strips in the cache where its rows hold one
-            # (pg_item.h's pg_item_fstrips_avx2)
-            fused = "fd"[es // 8] in which or (
-                es == 4 and st == 1 and not region and x_shape[3] >= 32)
             runs.append(((k, st, p, ceil, cip), go, _bits(ref), fused))
     _region_items(request, monkeypatch, region, split)
     guard = 0xA7
@@ -1243,43 +1189,6 @@ def test_float64_stride1_strips(x_shape, region, split, request, monkeypatch):
             pg.AvgPool2dBackward(g, x_shape, k, st, p, ceil, cip, div, 0, ref).execute()
             _at_every_offset(g, x_shape, (k, st, p, ceil, cip, div), _bits(ref),
                              "region, fused" if region else "fused")
-    _plan.gather_geometry.cache_clear()
-
-
-# float32 in the cache in strips of 32 columns (pg_item.h's pg_item_fstrips_avx2): rows of
-# whole strips and not (40, 56: the last overlaps the one before), one strip (32), planes
-# of 5 to 45 rows, and bands of rows (grow rows past PG_FSTRIP_GROW_BYTES: 200 and 256
-# columns)
-FSTRIP_SHAPES = [(1, 2, 7, 56), (2, 3, 13, 32), (1, 2, 5, 40), (1, 1, 45, 200),
-                 (1, 2, 40, 256)]
-FSTRIP_POOLS = STRIP_POOLS + [(3, 2, 1, False, True, 0), (3, 2, 1, True, False, 0),
-                              (3, 2, 0, True, False, 0), (3, 2, 1, False, True, 7)]
-
-
-@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="an AVX2 path")
-@pytest.mark.parametrize("split", [False, True], ids=["planes", "split"])
-@pytest.mark.parametrize("x_shape", FSTRIP_SHAPES)
-def test_float32_strips_in_the_cache(x_shape, split, request, monkeypatch):
-    """float32 gradients in the cache formed in strips walked down each plane, stride 1
-    (up to three terms and rows) and stride 2 (phases of one and two terms): the same
-    bits as the row loop (the same call into a grad_input whose rows are not contiguous),
-    at every offset of a value from a line, on 1 and 2 threads, and nothing written
-    outside grad_input.  NaN, Inf and -0.0 among the values, grad_output reversed along H
-    too."""
-    rng = np.random.default_rng(43)
-    _region_items(request, monkeypatch, False, split)
-    wide = np.empty(x_shape[:3] + (x_shape[3] + 1,), np.float32)
-    for k, st, p, ceil, cip, div in FSTRIP_POOLS:
-        y = pg.avg_pool2d(np.zeros(x_shape, np.float32), k, st, p, ceil_mode=ceil,
-                          count_include_pad=cip)
-        go = make_array(y.shape, np.float32, rng)
-        go.reshape(-1)[rng.integers(0, go.size, 3)] = [np.nan, np.inf, -0.0]
-        for g in (go, go[..., ::-1, :]):
-            ref = wide[..., :x_shape[3]]
-            op = pg.AvgPool2dBackward(g, x_shape, k, st, p, ceil, cip, div, 0, ref)
-            assert "fused" not in op._kernel.c_item
-            op.execute()
-            _at_every_offset(g, x_shape, (k, st, p, ceil, cip, div), _bits(ref), "fused")
     _plan.gather_geometry.cache_clear()
 
 
@@ -2154,8 +2063,8 @@ def test_lanes_row_pairs_stream_only_where_the_row_stride_is_aligned(dtype, case
 # where the rows' bytes are a multiple of 16: 16, 24, 12 and 56 columns (whole and half
 # 32-byte blocks), an odd H (a last row no window covers), and W = 20 (40 bytes at 16 bits,
 # no streaming there; 80 at float32).  The rows formed straight from grad_output
-# (pg_dup2_rows) against those from R rows: 16-bit W = 20 and 28 take R rows in the cache
-# and not when staged; W = 36 (72 bytes) ends in a block overlapping the one before
+# (pg_dup2_rows) against those from R rows: 16-bit W = 20 and 28 take R rows; W = 36 (72
+# bytes) ends in a block overlapping the one before
 DUP2_AVG = [(2, 3, 8, 16), (1, 2, 6, 24), (1, 2, 4, 12), (1, 3, 7, 16), (1, 2, 4, 56),
             (1, 2, 6, 20), (1, 2, 4, 28), (1, 3, 4, 36)]
 # channels-last, C < 16 merged into W: rows of 16-byte multiples (streamed where big) and
@@ -2174,16 +2083,14 @@ def test_k2s2_pairs_streamed_give_the_same_bits(dtype, monkeypatch):
     the plan unchanged); 3-D adaptive 2:1 along H and W too, streamed only where no D
     window covers two planes (those planes are copied from the first); and channels-last
     C < 16 merged into W (SPREAD_PAIRS), whose pairs are spread from one R row
-    (_plan.spread) to both rows at once.  Rows of up to 1 KB whose pairs do not stream go
-    through the stage instead, whole lines streamed ("single, staged")."""
+    (_plan.spread) to both rows at once."""
     monkeypatch.setattr(_plan, "FLAT_PLANE_W", {})   # the planes' own rows, not one row
     monkeypatch.setattr(_plan, "REGION_ROW_BYTES", 1 << 30)   # float32: not the region
     rng = np.random.default_rng(27)
     calls = []
 
     def big_item(row_bytes):
-        return ("single, streamed pairs" if row_bytes % 16 == 0 else
-                "single, staged" if row_bytes <= 1024 else "single")
+        return "single, streamed pairs" if row_bytes % 16 == 0 else "single"
 
     for x_shape in DUP2_AVG + [(2, 3, 6, 14), (1, 2, 4, 602)]:
         go, want = _channels_last_avg(dtype, rng, x_shape, 2, 2, 0, False, True, 0)
@@ -2237,7 +2144,7 @@ def test_k2s2_pairs_streamed_give_the_same_bits(dtype, monkeypatch):
     _plan.gather_geometry.cache_clear()
     for a, b in zip(plain, streamed, strict=True):
         assert np.array_equal(a, b)
-    assert used == {"single", "single, streamed pairs", "single, staged"}
+    assert used == {"single", "single, streamed pairs"}
 
 
 # k2s2 items whose rows all come in pairs under one window each (pg_item.h: a tight loop
@@ -2292,105 +2199,10 @@ def test_k2s2_row_pairs_of_whole_items_give_the_same_bits(dtype, monkeypatch):
     _plan.gather_geometry.cache_clear()
 
 
-@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
-@pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16), BFLOAT16],
-                         ids=["f32", "f16", "bf16"])
-def test_staged_flat_planes_give_the_same_bits(dtype, request):
-    """Small k2s2 planes run as one row each (_plan.FLAT_PLANE_W) in an output taken as
-    larger than the cache go through the stage, whole lines streamed ("single, staged"):
-    the bits of ordinary stores, the reference's values and nothing written around the
-    result, on 1 and 2 threads, the result placed 0 to 3 elements past a line."""
-    items = set()
-
-    def runs():
-        outs = []
-        rng = np.random.default_rng(43)
-        for x_shape in [(2, 40, 6, 6), (3, 9, 8, 14), (1, 70, 10, 10)]:
-            go, want = _channels_last_avg(dtype, rng, x_shape, 2, 2, 0, False, True, 0)
-            go = np.ascontiguousarray(go)
-            n = int(np.prod(x_shape))
-            store = np.full(n + 128, 7, dtype)
-            skip = (-store.ctypes.data % 64) // dtype.itemsize
-            for start, nt in ((skip, 1), (skip + 1, 2), (skip + 3, 2)):
-                out = store[start:start + n].reshape(x_shape)
-                store[:] = 7
-                op = pg.AvgPool2dBackward(go, x_shape, 2, 2, 0, False, True, 0, 0, out)
-                items.add(op._kernel.c_item)
-                op.execute(n_threads=nt)
-                np.testing.assert_allclose(out.astype(np.float64), want, *tolerance(dtype))
-                assert np.all(store[:start] == 7) and np.all(store[start + n:] == 7)
-                outs.append(_bits(out))
-        return outs
-
-    _same_bits_after(request, "stream_everything", runs)
-    assert "single, staged" in items
-
-
-@pytest.fixture
-def prefetch_everything(monkeypatch):
-    """The one-term gather items prefetch the next item's grad_output rows in every call,
-    whatever grad_output's size (_plan.PREFETCH_BYTES)."""
-    monkeypatch.setattr(_plan, "PREFETCH_BYTES", 0)
-    monkeypatch.setattr(functions, "_cache", {})
-
-
-@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_prefetching_items_give_the_same_bits(dtype, request):
-    """Prefetching grad_output ahead (pg_pf: the one-term C items, float64 rows) changes
-    nothing: the same bits, the reference's values and nothing written around the result,
-    on 1 and 2 threads; k2s2 with planes folded into one item and not, rows of 16-byte
-    multiples (streamed pairs where big) and not, 3-D adaptive windows of one term with D
-    planes copied; grad_output contiguous, every other row, and reversed (the items find
-    no compact span there and prefetch nothing)."""
-    used = set()
-
-    def runs():
-        outs = []
-        rng = np.random.default_rng(41)
-        for x_shape, o in [((3, 5, 8, 16), None), ((2, 3, 12, 10), None),
-                           ((1, 4, 6, 56), None), ((2, 3, 8, 12, 16), (4, 3, 8)),
-                           ((1, 2, 6, 9, 8), (3, 3, 4))]:
-            y_shape = (x_shape[:2] + o if o else
-                       pg.avg_pool2d(np.zeros(x_shape, np.float32), 2, 2, 0).shape)
-            full = make_array(y_shape[:-2] + (2 * y_shape[-2], y_shape[-1]), dtype, rng)
-            for layout, go in [("c", np.ascontiguousarray(full[..., ::2, :])),
-                               ("sliced", full[..., ::2, :]), ("negative", full[..., ::-2, :])]:
-                with np.errstate(invalid="ignore"):
-                    want = (ref_adaptive_avg_pool3d_backward(go, x_shape) if o else
-                            ref_avg_pool2d_backward(go, x_shape, (2, 2), (2, 2), (0, 0),
-                                                    False, True, 0))
-                n = int(np.prod(x_shape))
-                store = np.full(n + 64, 7, dtype)
-                for nt in (1, 2):
-                    out = store[16:16 + n].reshape(x_shape)
-                    op = (pg.AdaptiveAvgPool3dBackward(go, x_shape, out) if o else
-                          pg.AvgPool2dBackward(go, x_shape, 2, 2, 0, False, True, 0, 0, out))
-                    used.add((layout, op._kernel.prefetch))
-                    store[:] = 7
-                    op.execute(n_threads=nt)
-                    np.testing.assert_allclose(out.astype(np.float64), want,
-                                               *tolerance(dtype))
-                    assert np.all(store[:16] == 7) and np.all(store[16 + n:] == 7)
-                    outs.append(_bits(out))
-        return outs
-
-    _same_bits_after(request, "prefetch_everything", runs)
-    assert ("c", True) in used and ("sliced", True) in used
-
-
 def test_runs_of_equal_windows():
     assert _kernels._max_run([0, 0, 1, 1, 1], [1, 1, 2, 2, 2]) == 3
     assert _kernels._max_run([0, 1, 2], [1, 2, 3]) == 1
     assert _kernels._max_run([], []) == 1
-
-
-def test_min_run_is_the_shortest_run_of_equal_windows():
-    assert _kernels._min_run([0, 0, 1, 1], [1, 1, 2, 2]) == 2
-    assert _kernels._min_run([0, 0, 1, 1, 1], [1, 1, 2, 2, 2]) == 2
-    assert _kernels._min_run([0, 0, 0, 1], [1, 1, 2, 2]) == 1        # hi differs
-    assert _kernels._min_run([0, 1, 1, 2], [1, 2, 2, 3]) == 1
-    assert _kernels._min_run([0] * 5, [1] * 5) == 5
-    assert _kernels._min_run([], []) == 1
 
 
 # channels-last C < 16: (x shape, kernel, stride, padding, ceil_mode, count_include_pad,

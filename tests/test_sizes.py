@@ -231,8 +231,8 @@ _INT_OK = {"kind", "rnd", "nt", "n_threads", "first", "idx64", "scale_w", "strea
            "PG_OPENMP", "PG_OPENMP_VERSION", "PG_HAVE_STREAM", "lanes_row", "pg_lanes_row", "rows_rng",
            "pg_wcode_plane", "pg_lcode_row", "pg_lcode_rowt", "lwindow", "lmixed", "lanes_copy", "lanes_pair", "pair_nt", "big", "spread_wide",
            "spread32_wide", "tspread_wide", "pg_fcode_row", "wide", "flat_wide", "pg_tload", "pg_tstore", "tstage",
-           "pg_plane_item", "plane_regs", "plane_byplane", "gblk_rows", "hsteps", "prefetch", "staged", "staging",
-           "fused", "pg_fused_f64_run", "strips", "fstrips"}
+           "pg_plane_item", "plane_regs", "gblk_rows", "hsteps", "staging",
+           "pg_fused_f64_run", "strips"}
 
 
 @pytest.mark.skipif(not os.path.exists(_PYX), reason="needs the source checkout")
