@@ -26,11 +26,20 @@ class Operator:
         items.append(f"workspace_size={self._workspace_size}")
         return f"<pool_grad.{type(self).__name__} {' '.join(items)}>"
 
-    def _planned(self, kernel, arrays):
+    def _planned(self, kernel, arrays, views=()):
         self._kernel = kernel
+        self._views = views
+        self._threads = _threads.planned()
         if kernel is not None:
-            self._workspace_size = kernel.workspace_size(_threads.planned())
+            self._workspace_size = kernel.workspace_size(self._threads)
             kernel.extents = [_plan.byte_span(a) for a in arrays]
+
+    @property
+    def plan(self) -> "_plan.Plan":
+        """What planning chose for this call (`pool_grad._plan.Plan`): the kernel, its
+        item form, the store forms, the 6-D views, items, threads and scratch.  A snapshot:
+        ``kept`` says "tuning" until the first calls have timed the store forms."""
+        return _plan.Plan.of(self)
 
     @property
     def workspace_size(self) -> int:

@@ -8,6 +8,7 @@ the product of its axes' factors (or divisor_override), which is what makes the 
 gradients separable.  For the gather form of a gradient, each input index i also needs the
 range [lo[i], hi[i]) of output indices whose windows hold it.
 """
+import dataclasses
 import functools
 import math
 import os
@@ -76,6 +77,61 @@ def _env_forms_off():
 
 
 set_forms_off(_env_forms_off())
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """One call's plan as its kernel runs it (``op.plan``).
+
+    kernel: AvgGatherKernel (the separable gather) or MaxScatterKernel (the scatter);
+    item: the gather's item form (``"rows"``, ``"single"``, ``"lanes"``, ``"plane"``, ...;
+    docs/forms.md), "" for the scatter; store_forms: the forms planned, the rule's first,
+    the others timed beside it over the first calls; kept: the one in use ("tuning" while
+    they are timed); views: (array, shape, strides in elements) of the (N, C, D, H, W, L)
+    views the kernel walks; items: work items; threads: the count planned for;
+    scratch_bytes: per thread; workspace_size: what execute needs; forms_off: the forms
+    turned off when it was planned.
+    """
+    operator: str
+    kernel: str
+    item: str
+    store_forms: tuple
+    kept: str
+    views: tuple
+    items: int
+    threads: int
+    scratch_bytes: int
+    shared_bytes: int
+    workspace_size: int
+    forms_off: tuple = dataclasses.field(compare=False)   # equal plans: equal choices
+
+    @classmethod
+    def of(cls, op):
+        k = op._kernel
+        views = tuple((name, tuple(a.shape), tuple(st // a.itemsize for st in a.strides))
+                      for name, a in getattr(op, "_views", ()))
+        if k is None:
+            return cls(type(op).__name__, "", "", (), "", views, 0, op._threads, 0, 0, 0,
+                       tuple(sorted(_off)))
+        return cls(type(op).__name__, type(k).__name__, getattr(k, "c_item", ""),
+                   (k.form,) + tuple(a.form for a in k.alternates), k.store_form, views,
+                   k.n_items, op._threads, k.scratch_bytes, k.shared_bytes,
+                   op.workspace_size, tuple(sorted(_off)))
+
+    def __str__(self):
+        lines = [f"{self.operator}: {self.kernel or 'no kernel (nothing to compute)'}"
+                 + (f", item {self.item!r}" if self.item else "")]
+        if self.kernel:
+            lines.append(f"  store forms {', '.join(self.store_forms)} (in use: "
+                         f"{self.kept})")
+        lines += [f"  {name}: shape {shape}, strides {strides}"
+                  for name, shape, strides in self.views]
+        lines.append(f"  {self.items} items, planned for {self.threads} threads, scratch "
+                     f"{self.scratch_bytes} B a thread + {self.shared_bytes} B shared, "
+                     f"workspace {self.workspace_size} B")
+        if self.forms_off:
+            lines.append(f"  forms off: {', '.join(self.forms_off)}")
+        return "\n".join(lines)
 
 
 # storage kinds, as pyx/_kernels.pyx numbers them

@@ -141,7 +141,8 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
             return alt
         return None
 
-    return _plan.store_forms(gi6, nt, flags, build, other_shape)
+    return (_plan.store_forms(gi6, nt, flags, build, other_shape),
+            (("grad_output", go6), ("grad_input", gi6)))
 
 
 def _padded(values, n, fill):
@@ -182,12 +183,12 @@ class _AvgPoolBackward(Operator):
         self.kernel_size, self.stride, self.padding = k, s, p
         self.ceil_mode, self.count_include_pad = ceil_mode, count_include_pad
         self.divisor_override = override
-        kernel = None
+        kernel, views = None, ()
         if go.size and gi.size:
             spec = ("avg", _padded(in_sz, n, 1), _padded(outs, n, 1), _padded(k, n, 1),
                     _padded(s, n, 1), _padded(p, n, 0), count_include_pad, override)
-            kernel = _gather_kernel(go, gi, n, spec, rnd)
-        self._planned(kernel, (go, gi))
+            kernel, views = _gather_kernel(go, gi, n, spec, rnd)
+        self._planned(kernel, (go, gi), views)
 
 
 def _cube_rounding(cube, dt):
@@ -335,8 +336,8 @@ class _AdaptiveAvgPoolBackward(Operator):
         gi = v.materialize(gi, "x")
         self.grad_output, self.grad_input = go, gi
         spec = ("adaptive", _padded(xs[-n:], n, 1), _padded(go.shape[-n:], n, 1))
-        kernel = _gather_kernel(go, gi, n, spec, _ROUND_NONE)
-        self._planned(kernel, (go, gi))
+        kernel, views = _gather_kernel(go, gi, n, spec, _ROUND_NONE)
+        self._planned(kernel, (go, gi), views)
 
 
 class AdaptiveAvgPool3dBackward(_AdaptiveAvgPoolBackward):
@@ -483,13 +484,14 @@ class _MaxPoolBackward(Operator):
         gi = v.materialize(gi, "x")
         self.grad_output, self.indices, self.grad_input = go, ind, gi
         self._plane, self._axes = volume, axes
-        kernel = None
+        kernel, views = None, ()
         if go.size and gi.size:
-            kernel = self._scatter_kernel(go, ind, gi, dt, window=tiles or not self._windows)
+            kernel, views = self._scatter_kernel(go, ind, gi, dt,
+                                                 window=tiles or not self._windows)
         elif go.size and not gi.size:
             # a zero-size plane with grad_output values: every index is out of range
             self._plane = 0
-        self._planned(kernel, (go, ind, gi))
+        self._planned(kernel, (go, ind, gi), views)
 
     def _scatter_kernel(self, go, ind, gi, dt, window):
         (go6, ind6, gi6), _ = _plan.views6([go, ind, gi], self._n, out_index=2)
@@ -516,7 +518,8 @@ class _MaxPoolBackward(Operator):
             gi6, nt, lambda limit: (_plan.streaming(gi6, nt, limit),
                                     _plan.streaming_region(gi6, nt, 0, limit)),
             lambda f: _kernels.MaxScatterKernel(go6, ind6, gi6, _plan.KINDS[dt], bh,
-                                                f[0], f[1], sparse, window, flat))
+                                                f[0], f[1], sparse, window, flat)), (
+            ("grad_output", go6), ("indices", ind6), ("grad_input", gi6))
 
     def _status(self, status):
         # no kernel with grad_output values means an empty plane: every index is outside
