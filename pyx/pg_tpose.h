@@ -11,9 +11,10 @@
  *              p = q * rowlen + c: rows of rowlen positions, placed pitch positions apart
  *   pg_tstore: dst[l * ps + p] = round(src[p * L + l])
  *
- * kind: 0 float32, 2 float16, 3 bfloat16 (the kernels' K_* numbers).  Both return 0, and do
- * nothing, where the CPU lacks AVX2 (and F16C for float16) or there are fewer than 8 lanes:
- * the caller then runs its element loops.
+ * kind: 0 float32, 2 float16, 3 bfloat16 (the kernels' K_* numbers).  Written once against
+ * the vector layer (pg_vec.h): AVX2 and F16C where the CPU has them, SSE2 or NEON elsewhere.
+ * Both return 0, and do nothing, where there are fewer than 8 lanes or no vector layer
+ * (MSVC): the caller then runs its element loops.
  */
 #ifndef PG_TPOSE_H
 #define PG_TPOSE_H
@@ -25,9 +26,11 @@
 #include "pg_cpu.h"
 #include "pg_half.h"
 #include "pg_stream.h"
+#include "pg_vec.h"
 
 #if PG_X86_DISPATCH
-/* r[j] <- column j of the 8x8 matrix whose row i is r[i] */
+/* AVX2 forms for pg_plane.h and pg_scatter.h, which are not yet written against the vector
+ * layer.  r[j] <- column j of the 8x8 matrix whose row i is r[i] */
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
 static inline void pg_tr8x8(__m256 r[8])
 {
@@ -65,60 +68,48 @@ static inline void pg_tstore8(char *dst, ptrdiff_t p, __m256 v, int kind)
     }
     _mm_storeu_si128((__m128i *)((uint16_t *)dst + p), o);
 }
+#endif
 
-/* the 8 transposed vectors to 8 planes (step bytes apart), from position p on; bfloat16
- * rounds them two at a time (one NaN test for both, pg_bf16_round16_avx2) */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_tstore8x8(char *d, ptrdiff_t step, ptrdiff_t p, const __m256 r[8],
-                                int kind)
+#if PG_VEC
+/* eight float32 values of one lane stored from p on, rounded to the element's format */
+PG_VEC_INLINE void pg_vtstore8(char *dst, ptrdiff_t p, pg_f8 v, int kind, int isa)
 {
-    if (kind != 3) {
-        for (int i = 0; i < 8; i++) pg_tstore8(d + i * step, p, r[i], kind);
-        return;
-    }
-    for (int i = 0; i < 8; i += 2) {
-        const __m256i q = pg_bf16_round16_avx2(r[i], r[i + 1]);
-        _mm_storeu_si128((__m128i *)((uint16_t *)(d + i * step) + p),
-                         _mm256_castsi256_si128(q));
-        _mm_storeu_si128((__m128i *)((uint16_t *)(d + (i + 1) * step) + p),
-                         _mm256_extracti128_si256(q, 1));
-    }
+    if (kind == 0) pg_f8_store((float *)dst + p, v);
+    else pg_h8_store((uint16_t *)dst + p, kind == 2 ? pg_f8_to_f16(v, isa) : pg_f8_to_bf16(v));
 }
 
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_tload_body(float *PG_RESTRICT dst, const char *src, ptrdiff_t ps,
+PG_VEC_INLINE void pg_tload_body(float *PG_RESTRICT dst, const char *src, ptrdiff_t ps,
                                  ptrdiff_t n, ptrdiff_t L, const float *ww, ptrdiff_t rowlen,
-                                 ptrdiff_t pitch, int kind)
+                                 ptrdiff_t pitch, int kind, int isa)
 {
     const ptrdiff_t es = kind ? 2 : 4;
-    const int lk = kind == 0 ? 0 : (kind == 2 ? 1 : 2);   /* pg_lanes_get8's numbers */
+    const int lk = kind == 0 ? 0 : (kind == 2 ? 1 : 2);   /* pg_f8_get's numbers */
     char pad[8][32];   /* fewer than 8 positions: each lane's values in a block of 8 */
     if (n < 8) memset(pad, 0, sizeof pad);
     /* every line of every lane asked for at once: the loads below take eight lanes a step
      * across the item's planes, an order the hardware prefetcher does not follow */
     for (ptrdiff_t l = 0; l < L; l++)
         for (ptrdiff_t o = 0; o < n * es; o += 64)
-            _mm_prefetch(src + l * ps * es + o, _MM_HINT_T0);
+            __builtin_prefetch(src + l * ps * es + o, 0, 3);
     for (ptrdiff_t l0 = 0;; l0 += 8) {
         if (l0 + 8 > L) l0 = L - 8;   /* the last block overlaps: the same values again */
         const char *s = src + l0 * ps * es;
         for (ptrdiff_t p = 0;; p += 8) {
             if (n >= 8 && p + 8 > n) p = n - 8;
-            __m256 r[8];
+            pg_f8 r[8];
             for (int i = 0; i < 8; i++) {
                 if (n >= 8) {
-                    r[i] = pg_lanes_get8(s + (i * ps + p) * es, lk);
+                    r[i] = pg_f8_get(s + (i * ps + p) * es, lk, isa);
                 } else {
                     memcpy(pad[i], s + i * ps * es, (size_t)(n * es));
-                    r[i] = pg_lanes_get8(pad[i], lk);
+                    r[i] = pg_f8_get(pad[i], lk, isa);
                 }
             }
-            pg_tr8x8(r);
+            pg_f8_transpose8(r, isa);
             /* position p + j: column c of row q, at (q * pitch + c) * L */
             ptrdiff_t q = p / rowlen, c = p - q * rowlen;
             for (ptrdiff_t j = 0; j < 8 && p + j < n; j++) {
-                const __m256 v = ww ? _mm256_mul_ps(r[j], _mm256_set1_ps(ww[c])) : r[j];
-                _mm256_storeu_ps(dst + (q * pitch + c) * L + l0, v);
+                pg_f8_store(dst + (q * pitch + c) * L + l0, ww ? r[j] * ww[c] : r[j]);
                 if (++c == rowlen) { c = 0; q++; }
             }
             if (p + 8 >= n) break;
@@ -127,9 +118,8 @@ static inline void pg_tload_body(float *PG_RESTRICT dst, const char *src, ptrdif
     }
 }
 
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_tstore_body(char *dst, ptrdiff_t ps, const float *PG_RESTRICT src,
-                                  ptrdiff_t n, ptrdiff_t L, int kind)
+PG_VEC_INLINE void pg_tstore_body(char *dst, ptrdiff_t ps, const float *PG_RESTRICT src,
+                                  ptrdiff_t n, ptrdiff_t L, int kind, int isa)
 {
     const ptrdiff_t es = kind ? 2 : 4;
     for (ptrdiff_t l0 = 0;; l0 += 8) {
@@ -137,35 +127,56 @@ static inline void pg_tstore_body(char *dst, ptrdiff_t ps, const float *PG_RESTR
         char *d = dst + l0 * ps * es;
         for (ptrdiff_t p = 0;; p += 8) {
             if (p + 8 > n) p = n - 8;
-            __m256 r[8];
-            for (int j = 0; j < 8; j++) r[j] = _mm256_loadu_ps(src + (p + j) * L + l0);
-            pg_tr8x8(r);
-            pg_tstore8x8(d, ps * es, p, r, kind);
+            pg_f8 r[8];
+            for (int j = 0; j < 8; j++) r[j] = pg_f8_load(src + (p + j) * L + l0);
+            pg_f8_transpose8(r, isa);
+            if (kind == 3) {   /* bfloat16 rounds two rows at a time */
+                for (int i = 0; i < 8; i += 2) {
+                    pg_h8 ha, hb;
+                    pg_f8x2_to_bf16(r[i], r[i + 1], &ha, &hb, isa);
+                    pg_h8_store((uint16_t *)(d + i * ps * es) + p, ha);
+                    pg_h8_store((uint16_t *)(d + (i + 1) * ps * es) + p, hb);
+                }
+            } else {
+                for (int i = 0; i < 8; i++) pg_vtstore8(d + i * ps * es, p, r[i], kind, isa);
+            }
             if (p + 8 == n) break;
         }
         if (l0 + 8 == L) break;
     }
 }
 
-/* one copy per format, its element size a constant */
-__attribute__((target("avx2,f16c")))
-static void pg_tload_avx2(float *dst, const void *src, ptrdiff_t ps, ptrdiff_t n,
-                          ptrdiff_t L, const float *ww, ptrdiff_t rowlen, ptrdiff_t pitch,
-                          int kind)
-{
-    const char *s = (const char *)src;
-    if (kind == 0) pg_tload_body(dst, s, ps, n, L, ww, rowlen, pitch, 0);
-    else if (kind == 2) pg_tload_body(dst, s, ps, n, L, ww, rowlen, pitch, 2);
-    else pg_tload_body(dst, s, ps, n, L, ww, rowlen, pitch, 3);
+/* one copy per instruction set and format, the element size a constant */
+#define PG_TPOSE_ISA(LOAD, STORE, ATTR, ISA)                                                \
+ATTR static void LOAD(float *dst, const void *src, ptrdiff_t ps, ptrdiff_t n, ptrdiff_t L,   \
+                      const float *ww, ptrdiff_t rowlen, ptrdiff_t pitch, int kind)         \
+{                                                                                           \
+    const char *s = (const char *)src;                                                      \
+    if (kind == 0) pg_tload_body(dst, s, ps, n, L, ww, rowlen, pitch, 0, ISA);              \
+    else if (kind == 2) pg_tload_body(dst, s, ps, n, L, ww, rowlen, pitch, 2, ISA);         \
+    else pg_tload_body(dst, s, ps, n, L, ww, rowlen, pitch, 3, ISA);                        \
+}                                                                                           \
+ATTR static void STORE(void *dst, ptrdiff_t ps, const float *src, ptrdiff_t n, ptrdiff_t L,  \
+                       int kind)                                                            \
+{                                                                                           \
+    if (kind == 0) pg_tstore_body((char *)dst, ps, src, n, L, 0, ISA);                      \
+    else if (kind == 2) pg_tstore_body((char *)dst, ps, src, n, L, 2, ISA);                 \
+    else pg_tstore_body((char *)dst, ps, src, n, L, 3, ISA);                                \
 }
 
-__attribute__((target("avx2,f16c")))
-static void pg_tstore_avx2(void *dst, ptrdiff_t ps, const float *src, ptrdiff_t n,
-                           ptrdiff_t L, int kind)
+PG_TPOSE_ISA(pg_tload_base, pg_tstore_base, , PG_ISA_BASE)
+#if PG_X86_DISPATCH
+PG_TPOSE_ISA(pg_tload_avx2, pg_tstore_avx2, PG_TARGET_AVX2_F16C, PG_ISA_AVX2)
+#endif
+
+/* 2: the AVX2 copies, 1: the baseline ones, 0: the caller's element loops (float16
+ * without hardware conversions: lane by lane in registers costs more than they do) */
+static inline int pg_tpose_isa(int kind)
 {
-    if (kind == 0) pg_tstore_body((char *)dst, ps, src, n, L, 0);
-    else if (kind == 2) pg_tstore_body((char *)dst, ps, src, n, L, 2);
-    else pg_tstore_body((char *)dst, ps, src, n, L, 3);
+#if PG_X86_DISPATCH
+    if (pg_have_avx2() && pg_have_f16c()) return 2;
+#endif
+    return kind != 2 || PG_VEC_F16;
 }
 #endif
 
@@ -173,11 +184,13 @@ static inline int pg_tload(float *dst, const void *src, ptrdiff_t ps, ptrdiff_t 
                            ptrdiff_t L, const float *ww, ptrdiff_t rowlen, ptrdiff_t pitch,
                            int kind)
 {
+#if PG_VEC
+    const int isa = L >= 8 && n >= 1 ? pg_tpose_isa(kind) : 0;
 #if PG_X86_DISPATCH
-    if (L >= 8 && n >= 1 && pg_have_avx2() && pg_have_f16c()) {
-        pg_tload_avx2(dst, src, ps, n, L, ww, rowlen, pitch, kind);
-        return 1;
-    }
+    if (isa == 2) pg_tload_avx2(dst, src, ps, n, L, ww, rowlen, pitch, kind);
+#endif
+    if (isa == 1) pg_tload_base(dst, src, ps, n, L, ww, rowlen, pitch, kind);
+    if (isa) return 1;
 #endif
     (void)dst; (void)src; (void)ps; (void)n; (void)L; (void)ww; (void)rowlen; (void)pitch;
     (void)kind;
@@ -188,11 +201,13 @@ static inline int pg_tload(float *dst, const void *src, ptrdiff_t ps, ptrdiff_t 
 static inline int pg_tstore(void *dst, ptrdiff_t ps, const float *src, ptrdiff_t n,
                             ptrdiff_t L, int kind)
 {
+#if PG_VEC
+    const int isa = L >= 8 && n >= 8 ? pg_tpose_isa(kind) : 0;
 #if PG_X86_DISPATCH
-    if (L >= 8 && n >= 8 && pg_have_avx2() && pg_have_f16c()) {
-        pg_tstore_avx2(dst, ps, src, n, L, kind);
-        return 1;
-    }
+    if (isa == 2) pg_tstore_avx2(dst, ps, src, n, L, kind);
+#endif
+    if (isa == 1) pg_tstore_base(dst, ps, src, n, L, kind);
+    if (isa) return 1;
 #endif
     (void)dst; (void)ps; (void)src; (void)n; (void)L; (void)kind;
     return 0;
