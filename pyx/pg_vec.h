@@ -67,33 +67,34 @@ PG_VEC_INLINE pg_f8 pg_f8_set1(float x) { return (pg_f8){x, x, x, x, x, x, x, x}
 
 /* float16 bits to float32, and float32 to float16 rounded to nearest even.  F16C's forms
  * are functions of their own (not forced inline): a baseline body may name them in a
- * branch its constant `isa` removes, which an always-inline F16C intrinsic would refuse. */
+ * branch its constant `isa` removes, which an always-inline F16C intrinsic would refuse;
+ * they take pointers, since a 32-byte vector may not cross into AVX code by value. */
 #if PG_X86_DISPATCH
-PG_TARGET_AVX2_F16C static inline pg_f8 pg_f8_from_f16_f16c(pg_h8 h)
+PG_TARGET_AVX2_F16C static inline void pg_f8_from_f16_f16c(const pg_h8 *h, pg_f8 *v)
 {
     __m128i x;
-    memcpy(&x, &h, 16);
+    memcpy(&x, h, 16);
     __m256 r = _mm256_cvtph_ps(x);
-    pg_f8 v;
-    memcpy(&v, &r, 32);
-    return v;
+    memcpy(v, &r, 32);
 }
 
-PG_TARGET_AVX2_F16C static inline pg_h8 pg_f8_to_f16_f16c(pg_f8 v)
+PG_TARGET_AVX2_F16C static inline void pg_f8_to_f16_f16c(const pg_f8 *v, pg_h8 *h)
 {
     __m256 x;
-    memcpy(&x, &v, 32);
+    memcpy(&x, v, 32);
     __m128i r = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
-    pg_h8 h;
-    memcpy(&h, &r, 16);
-    return h;
+    memcpy(h, &r, 16);
 }
 #endif
 
 PG_VEC_INLINE pg_f8 pg_f8_from_f16(pg_h8 h, int isa)
 {
 #if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) return pg_f8_from_f16_f16c(h);
+    if (isa == PG_ISA_AVX2) {
+        pg_f8 v;
+        pg_f8_from_f16_f16c(&h, &v);
+        return v;
+    }
 #endif
     (void)isa;
 #if PG_VEC_F16
@@ -108,7 +109,11 @@ PG_VEC_INLINE pg_f8 pg_f8_from_f16(pg_h8 h, int isa)
 PG_VEC_INLINE pg_h8 pg_f8_to_f16(pg_f8 v, int isa)
 {
 #if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) return pg_f8_to_f16_f16c(v);
+    if (isa == PG_ISA_AVX2) {
+        pg_h8 h;
+        pg_f8_to_f16_f16c(&v, &h);
+        return h;
+    }
 #endif
     (void)isa;
 #if PG_VEC_F16
@@ -140,12 +145,12 @@ PG_VEC_INLINE pg_h8 pg_f8_to_bf16(pg_f8 v)
 /* sixteen values rounded to bfloat16 the same way, a to *ha and b to *hb; AVX2 tests the
  * sixteen for NaN at once and rounds rows without NaN (nearly all) without the select */
 #if PG_X86_DISPATCH
-PG_TARGET_AVX2_F16C static inline void pg_f8x2_to_bf16_avx2(pg_f8 a, pg_f8 b, pg_h8 *ha,
-                                                           pg_h8 *hb)
+PG_TARGET_AVX2_F16C static inline void pg_f8x2_to_bf16_avx2(const pg_f8 *a, const pg_f8 *b,
+                                                           pg_h8 *ha, pg_h8 *hb)
 {
     __m256 x, y;
-    memcpy(&x, &a, 32);
-    memcpy(&y, &b, 32);
+    memcpy(&x, a, 32);
+    memcpy(&y, b, 32);
     const __m256i q = pg_bf16_round16_avx2(x, y);
     memcpy(ha, &q, 16);
     memcpy(hb, (const char *)&q + 16, 16);
@@ -156,7 +161,7 @@ PG_VEC_INLINE void pg_f8x2_to_bf16(pg_f8 a, pg_f8 b, pg_h8 *ha, pg_h8 *hb, int i
 {
 #if PG_X86_DISPATCH
     if (isa == PG_ISA_AVX2) {
-        pg_f8x2_to_bf16_avx2(a, b, ha, hb);
+        pg_f8x2_to_bf16_avx2(&a, &b, ha, hb);
         return;
     }
 #endif
