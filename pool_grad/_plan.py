@@ -22,15 +22,17 @@ from ._validate import BFLOAT16
 
 # ---------------------------------------------------------------- forms
 
-# Every form a plan may choose besides the plain loops, by name: those chosen here and in
-# ops.py, then those the kernels choose (_kernels.KERNEL_FORMS).  docs/forms.md says what
-# each does and gains.  `forms_off` turns some off for a benchmark or a test, and so does
-# POOL_GRAD_FORMS_OFF (comma-separated names; "tune" there gives one form per call, no
-# timing of forms over the first calls).  A form turned off leaves a call to the next form
-# that its rules allow: the same bits, another speed.
-PLAN_FORMS = ("tstore", "tstore_d", "mixed_lanes", "folded", "flat_lanes", "flat_planes",
-              "plane", "sliding", "sparse", "stream", "tune")
-FORMS = PLAN_FORMS + _kernels.KERNEL_FORMS
+# Every form a plan may choose besides the plain loops, by name: those of the views and
+# the store (ops.py and the functions below), then those of the kernels (gather_choice,
+# scatter_choice).  docs/forms.md says what each does and gains.  `forms_off` turns some
+# off for a benchmark or a test, and so does POOL_GRAD_FORMS_OFF (comma-separated names;
+# "tune" there gives one form per call, no timing of forms over the first calls).  A form
+# turned off leaves a call to the next form that its rules allow: the same bits, another
+# speed.
+FORMS = ("tstore", "tstore_d", "mixed_lanes", "folded", "flat_lanes", "flat_planes",
+         "plane", "sliding", "sparse", "stream", "tune",
+         "lanes", "lanes_copy", "crun", "fused64", "single", "pairs", "strips", "narrow",
+         "window", "lwindow", "lmixed")
 _off = frozenset()
 
 
@@ -48,7 +50,6 @@ def set_forms_off(names):
     if unknown:
         raise ValueError(f"pool_grad: unknown forms {unknown}; the forms are {FORMS}")
     _off = names
-    _kernels._set_forms_off(sorted(names & set(_kernels.KERNEL_FORMS)))
 
 
 class forms_off:
@@ -84,8 +85,9 @@ class Plan:
     """One call's plan as its kernel runs it (``op.plan``).
 
     kernel: AvgGatherKernel (the separable gather) or MaxScatterKernel (the scatter);
-    item: the gather's item form (``"rows"``, ``"single"``, ``"lanes"``, ``"plane"``, ...;
-    docs/forms.md), "" for the scatter; store_forms: the forms planned, the rule's first,
+    item: the kernel's form (the gather's ``"rows"``, ``"single"``, ``"lanes"``,
+    ``"plane"``, ...; the scatter's ``"scatter"``, ``"window"``, ...; docs/forms.md), as
+    gather_choice or scatter_choice chose it; store_forms: the forms planned, the rule's first,
     the others timed beside it over the first calls; kept: the one in use ("tuning" while
     they are timed); views: (array, shape, strides in elements) of the (N, C, D, H, W, L)
     views the kernel walks; items: work items; threads: the count planned for;
@@ -113,7 +115,7 @@ class Plan:
         if k is None:
             return cls(type(op).__name__, "", "", (), "", views, 0, op._threads, 0, 0, 0,
                        tuple(sorted(_off)))
-        return cls(type(op).__name__, type(k).__name__, getattr(k, "c_item", ""),
+        return cls(type(op).__name__, type(k).__name__, k.choice.item,
                    (k.form,) + tuple(a.form for a in k.alternates), k.store_form, views,
                    k.n_items, op._threads, k.scratch_bytes, k.shared_bytes,
                    op.workspace_size, tuple(sorted(_off)))
@@ -1274,3 +1276,225 @@ def flat_polyphase(lo, hi, period, n_out, tp, lanes):
     return (q0 * lanes, q1 * lanes, np.ascontiguousarray(c * lanes), m,
             x0 * lanes, x1 * lanes, pad * lanes, lanes)
 
+
+# ---------------------------------------------------------------- the kernels' forms
+#
+# Which C form runs a planned call: rules on the call's views, tables and store form, and
+# on the instructions the CPU has.  The kernels take the choice as it is (they lay out
+# their structs and scratch from it and decide nothing); docs/forms.md says what each form
+# does and what it gains, docs/performance.md what the limits below were measured from.
+
+# float32 and float64 storage, 16-bit (the kernels' K_* numbers, as KINDS)
+K_F32, K_F64, K_F16, K_BF16 = 0, 1, 2, 3
+# channels-last rows formed without E rows (lanes): at most this many terms a value
+LANES_ROW_TERMS = 8
+# ... and rows of at most this many bytes are formed once and copied to the rows with
+# the same windows, where there are at least LANES_COPY_MIN of them
+LANES_COPY_BYTES = 131072
+LANES_COPY_MIN = 3
+
+
+def _runs(lo, hi):
+    """The lengths of the runs of consecutive equal (lo, hi) windows."""
+    lo, hi = np.asarray(lo), np.asarray(hi)
+    cuts = np.flatnonzero((np.diff(lo) != 0) | (np.diff(hi) != 0)) + 1
+    return np.diff(np.concatenate(([0], cuts, [lo.size]))) if lo.size else np.ones(1, np.int64)
+
+
+def column_runs(tw):
+    """For a (W, m) tap table, how many columns from each on have its taps (a run ends at
+    W), as int64; None where there are more runs than 3/4 of the columns (their loops
+    then cost more than they save)."""
+    w = tw.shape[0]
+    same = np.all(tw[1:] == tw[:w - 1], axis=1)
+    if w - np.count_nonzero(same) > 3 * w // 4:
+        return None
+    run = np.ones(w, np.int64)
+    for i in range(w - 2, -1, -1):
+        if same[i]:
+            run[i] = run[i + 1] + 1
+    return run
+
+
+def _elem_strides(a):
+    return tuple(s // a.itemsize for s in a.strides)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class GatherChoice:
+    """The separable gather's form for one call (AvgGatherKernel runs it as it is).
+
+    item: the C item's name (``Plan.item``; docs/forms.md): "" (the general item),
+    "rows", "region", "single", "single, streamed pairs", "narrow", "fused",
+    "region, fused", "lanes" or "plane".  The flags say which parts run: stream (rows
+    streamed), region (blocks of rows streamed), big (an output larger than the cache),
+    tstore (C as lanes through transposes), tstage, fill and fill_fast (constant planes),
+    plane (small planes in registers), lanes with crun (its column runs, or None),
+    lanes_copy, lanes_pair and copy_min, fused64 with strips and fused_nt, stage64 (bytes
+    of the float64 region's stage, 0: none), the float32 C item (c_item) with its region,
+    single, dup2 and pair_nt, and spread (the narrow rows' tables used).
+    """
+    item: str
+    stream: bool
+    region: bool
+    big: bool
+    tstore: bool
+    tstage: bool
+    fill: bool
+    fill_fast: bool
+    plane: bool
+    lanes: bool
+    crun: object
+    lanes_copy: bool
+    lanes_pair: bool
+    copy_min: int
+    fused64: bool
+    strips: bool
+    fused_nt: bool
+    stage64: int
+    c_item: bool
+    item_region: bool
+    single: bool
+    dup2: bool
+    pair_nt: bool
+    spread: bool
+
+
+def gather_choice(go6, gi6, kind, rnd, geometry, stream, region, big, tstore, fill,
+                  plane_rule, strips_ok=True):
+    """The form of a planned average gradient (GatherChoice): go6, gi6 its views, kind its
+    storage (K_*), rnd its cube_math_type rounding (0: none), geometry gather_geometry's
+    tuple, stream / region / big the store form's flags, tstore, fill and plane_rule the
+    views' rules; strips_ok=False leaves float64 planes in rows (the strips' timed
+    alternate)."""
+    tables, taps_, runs, poly, _weights, _bd, _bh, _rows, terms, _scale_w = geometry
+    dlo, dhi, hlo, hhi = (np.asarray(t) for t in tables[:4])
+    W, L = gi6.shape[4], gi6.shape[5]
+    Wo, es = go6.shape[4], gi6.itemsize
+    gs, xs = _elem_strides(go6), _elem_strides(gi6)
+    m = 0 if taps_ is None else taps_.shape[0] // W
+    lane1 = poly is not None and L == 1
+    P, gap = (poly[2].shape[0], poly[7]) if lane1 else (0, 1)
+    avx2 = _kernels.simd_in_use() == "avx2"
+    fill = fill and L == 1 and Wo == 1 and not tstore
+    fill_fast = (fill and rnd == 0 and m == 1 and P == 0 and taps_[0] == 0 and xs[4] == 1
+                 and xs[3] == W)
+    stage64 = (max(_kernels.STAGE, (W * 8 + 64 + 63) // 64 * 64)
+               if kind == K_F64 and region and L == 1 and not tstore and not fill
+               and xs[4] == 1 else 0)
+    # small planes in registers (pg_plane.h: at most 16 wide, 14 outputs, PLANE_TAPS taps)
+    plane = (tstore and plane_rule and kind != K_F64 and rnd == 0 and taps_ is not None
+             and 1 <= W <= 16 and 1 <= Wo <= 14 and 1 <= m <= _kernels.PLANE_TAPS
+             and gs[4] == 1 and xs[4] == 1)
+    # channels-last rows without E rows: contiguous lanes (8, float64 4), few terms a value
+    lanes = (on("lanes") and rnd == 0 and L >= (4 if kind == K_F64 else 8)
+             and 0 < m <= MAX_TAPS and not tstore and not fill
+             and terms <= 8 and terms * m <= LANES_ROW_TERMS and gs[5] == 1 and xs[5] == 1
+             and avx2 and _kernels.f16c_in_use())
+    crun = None
+    if lanes and W > 1 and kind in (K_F16, K_BF16) and on("crun"):
+        crun = column_runs(np.asarray(taps_).reshape(W, m))
+    lanes_copy = lanes and W * L * es <= LANES_COPY_BYTES and on("lanes_copy")
+    col16 = (xs[4] * es) % 16 == 0 and (L * es) % 16 == 0   # columns that can stream
+    lanes_pair = lanes and stream and col16
+    copy_min = 2 if lanes_copy and stream and not col16 else LANES_COPY_MIN
+    fused64 = strips = False
+    if kind == K_F64:
+        # float64 rows with their E values in registers (pg_fused_avx2_f64): the region's
+        # rows, stride-1 planes in strips, stride 2 in the cache
+        strips = (strips_ok and on("strips") and P == 1 and W >= 8 and L == 1
+                  and not tstore and not fill and bool(np.all(np.diff(hhi) >= 0)))
+        cached2 = P == 2 and L == 1 and not tstore and not fill
+        fused64 = bool((stage64 or strips or cached2) and gap == 1 and avx2
+                       and on("fused64")
+                       and ((P == 2 and poly[3][0] + poly[3][1] <= 3
+                             and np.all(hhi - hlo <= 2))
+                            or (P == 1 and poly[3][0] <= 3 and np.all(hhi - hlo <= 3)))
+                       and poly[4] == 0 and P * poly[5] == W and poly[5] >= 4
+                       and W % 4 == 0 and gs[4] == 1 and xs[4] == 1 and xs[3] == W
+                       and np.all(dhi - dlo == 1))
+        strips = fused64 and strips
+    # the C item of 32- and 16-bit rows (pg_item.h)
+    c_item = (kind != K_F64 and rnd == 0 and L == 1 and gs[4] == 1 and xs[4] == 1
+              and m > 0 and not tstore and not fill
+              and (not stream or kind != K_F32 or region))
+    item_region = single = dup2 = pair_nt = spread = False
+    if c_item:
+        item_region = region and kind == K_F32
+        spread = runs[4 if kind == K_F32 else 3] is not None and on("narrow")
+        # one term a value: single rows (k2s2, adaptive 2:1), R rows where E rows would be
+        if (on("single") and m == 1 and (Wo + 2) * (4 if kind == K_F32 else 2) + 16 <= 4 * W
+                and np.all(dhi - dlo <= 1) and np.all(hhi - hlo <= 1)):
+            two = bool(np.array_equal(np.asarray(taps_), np.arange(W) // 2))
+            pairs = ((two or spread) and big and on("pairs") and (W * es) % 16 == 0
+                     and (xs[3] * es) % 16 == 0 and int(_runs(dlo, dhi).max()) == 1)
+            if not item_region or pairs:
+                single, dup2, pair_nt, item_region = True, two, pairs, False
+    item = ("plane" if plane else "lanes" if lanes
+            else ("single, streamed pairs" if pair_nt else "single" if single
+                  else "narrow" if spread and kind != K_F32 else "region" if item_region
+                  else "rows") if c_item
+            else ("region, fused" if stage64 else "fused") if fused64 else "")
+    return GatherChoice(item, bool(stream), bool(region), bool(big), bool(tstore),
+                        bool(tstore and big), bool(fill), bool(fill_fast), bool(plane),
+                        bool(lanes), crun, bool(lanes_copy), bool(lanes_pair), copy_min,
+                        fused64, bool(strips), bool(fused64 and stage64 != 0), stage64,
+                        bool(c_item), bool(item_region), single, dup2, pair_nt,
+                        bool(spread))
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class ScatterChoice:
+    """The max-pool scatter's form for one call (MaxScatterKernel runs it as it is).
+
+    stream, region: the store form's flags; sparse: the region's blocks keep a map of the
+    groups they add to; window: NCHW planes whose windows, two wide, tile them are written
+    as a gather where their indices allow (_window_item); lwindow: its channels-last form
+    (_lwindow_run), with lmixed (grad_output and indices in NCHW planes) and flat (the flat
+    rows' table of window_spread, or None: vectors of lanes).
+    """
+    item: str
+    stream: bool
+    region: bool
+    sparse: bool
+    window: bool
+    lwindow: bool
+    lmixed: bool
+    flat: object
+
+
+def scatter_choice(go6, ind6, gi6, kind, bh, stream, region, sparse, window, flat):
+    """The form of a planned max-pool gradient (ScatterChoice): its views, storage kind,
+    rows per block, store form; sparse (scatter_sparse), window (whether the gather forms
+    may run) and flat (window_spread's table, or None) from the op."""
+    n, c, d, hd, w, lanes = gi6.shape
+    h, ho, wo = d * hd, go6.shape[2] * go6.shape[3], go6.shape[4]
+    gs, xs, js = _elem_strides(go6), _elem_strides(gi6), _elem_strides(ind6)
+    nbh = -(-h // bh) if h > 0 else 0
+    es = 4 if kind == K_F32 else 2
+    fast = kind != K_F64 and _kernels.scatter_fast(kind)
+    # both gather forms walk the rows of 2-D planes
+    window = window and d <= 1 and go6.shape[2] <= 1
+    # NCHW: windows two wide and fewer than 128 high tiling the plane, rows of a multiple
+    # of 8 outputs, unit-stride grad_output and index rows
+    nchw = bool(window and on("window") and fast and nbh == 1 and lanes == 1 and ho > 0
+                and h % ho == 0 and h // ho < 128 and w == 2 * wo and wo % 8 == 0
+                and gs[4] == 1 and js[4] == 1)
+    # channels-last: windows of at most 64 positions tiling the plane; flat rows (fewer
+    # than 16 lanes, not a multiple of 8) under windows of at most 16 positions, or at
+    # least 8 contiguous lanes under windows of at most 4 or lanes of 128 bytes or more
+    positions = (h // ho) * (w // wo) if ho and wo else 0
+    flat_rows = (flat is not None and 1 < lanes < 16 and lanes % 8 != 0 and positions <= 16
+                 and gs[4] == lanes and js[4] == lanes and xs[4] == lanes)
+    lane_rows = lanes >= 8 and (positions <= 4 or lanes * es >= 128)
+    mixed = (lane_rows and on("lmixed") and wo >= 8 and xs[5] == 1 and gs[4] == 1
+             and js[4] == 1 and gs[5] != 1 and js[5] != 1)
+    lwindow = bool(window and on("lwindow") and fast and c == 1 and (flat_rows or lane_rows)
+                   and ho > 0 and wo > 0 and h % ho == 0 and w % wo == 0 and positions <= 64
+                   and (gs[5] == 1 and js[5] == 1 or mixed) and xs[5] == 1)
+    mixed = bool(mixed and lwindow)
+    item = ("lanes window, NCHW rows" if mixed else "lanes window" if lwindow
+            else "window" if nchw else "scatter")
+    return ScatterChoice(item, bool(stream), bool(region),
+                         bool(sparse and region and kind != K_F64), nchw, lwindow, mixed,
+                         flat if lwindow and flat_rows else None)

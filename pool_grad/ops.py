@@ -110,7 +110,7 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
                 go6, gi6 = fgo6, fgi6
     if geometry is None:
         geometry = _plan.gather_geometry(spec, gi6.shape, acc, _threads.CPU_COUNT, folded)
-    tables, taps, runs, poly, weights, bd, bh, rows, terms, scale_w = geometry
+    taps = geometry[1]
     w = gi6.shape[4]
     nt = _threads.planned()
     region_row = _plan.FOLDED_REGION_ROW_BYTES if folded and not disjoint else None
@@ -123,9 +123,10 @@ def _gather_kernel(go, gi, n_spatial, spec, rnd):
     plane_rule = tstore and _plan.plane_regs(w, gi6.itemsize, taps, go6.shape[4])
 
     def build(f, strips=True):
-        kernel = _kernels.AvgGatherKernel(
-            go6, gi6, _plan.KINDS[go.dtype], rnd, tables, taps, runs, poly, weights, bd, bh,
-            rows, terms, scale_w, f[0], tstore, fill, f[1], f[2], plane_rule, strips)
+        kind = _plan.KINDS[go.dtype]
+        choice = _plan.gather_choice(go6, gi6, kind, rnd, geometry, f[0], f[1], f[2],
+                                     tstore, fill, plane_rule, strips)
+        kernel = _kernels.AvgGatherKernel(go6, gi6, kind, rnd, geometry, choice)
         # building the kernel allocates nothing in proportion to its scratch: refuse here,
         # before any workspace, scratch a thread that no machine of this memory could hold
         v.memory_fits(kernel.scratch_bytes * _threads.CPU_COUNT, "grad_output",
@@ -517,8 +518,10 @@ class _MaxPoolBackward(Operator):
         return _plan.store_forms(
             gi6, nt, lambda limit: (_plan.streaming(gi6, nt, limit),
                                     _plan.streaming_region(gi6, nt, 0, limit)),
-            lambda f: _kernels.MaxScatterKernel(go6, ind6, gi6, _plan.KINDS[dt], bh,
-                                                f[0], f[1], sparse, window, flat)), (
+            lambda f: _kernels.MaxScatterKernel(
+                go6, ind6, gi6, _plan.KINDS[dt], bh,
+                _plan.scatter_choice(go6, ind6, gi6, _plan.KINDS[dt], bh, f[0], f[1],
+                                     sparse, window, flat))), (
             ("grad_output", go6), ("indices", ind6), ("grad_input", gi6))
 
     def _status(self, status):

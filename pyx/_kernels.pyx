@@ -257,47 +257,20 @@ cdef enum:
     K_F16 = 2
     K_BF16 = 3
 
-# bytes of the stage through which a float32 gather item streams its region (pg_stream.h):
-# its whole lines go out each time it fills.  On the 2-vCPU EPYC (k3s2p1, 448-byte rows),
-# at workspace offsets all over a page, a 1 KiB stage took 0.88-1.01x the time of the
-# row-by-row line writer it replaced on 1 thread and 0.92-1.08x on 2 (a 576-byte one
-# 0.91-1.0x on 2); stages of 4 and 8 KiB, which cannot avoid crossing a page
-# (pg_stage_begin), took 1.14-1.25x
+# bytes of the stage through which a gather item streams its region (pg_stream.h): its
+# whole lines go out each time it fills; small enough not to cross a page
 cdef enum:
     STAGE_BYTES = 1024
 
-# the largest channels-last row (bytes) that _lanes_rows forms once and copies to the rows
-# with the same windows, and the fewest such rows for which it does.  Two such rows (k2s2,
-# adaptive 2:1) are formed together instead, each column formed once and stored to both
-# (pg_lanes_row's nd), where their columns can stream, and copied where they cannot (from
-# the thread's scratch, streamed as one run).  On the 2-vCPU EPYC, k2s2 56x56 with blocks
-# of 2 rows: copying took 1.28x (float32) and 1.25x (float16) the time of forming each row;
-# forming them together 0.55-1.0x (C = 16-64, with short rows streamed).  Adaptive
-# 16x32x32 -> 4x8x8 (blocks of 32): copying took 0.66x for float16, while forming 4 or 8
-# rows together took up to 4.5x (that many streams of stores at once)
-cdef enum:
-    LANES_COPY_BYTES = 131072
-    LANES_COPY_MIN = 3
-
-# the most terms a value (covering windows along D and H, times taps along W) for which
-# channels-last rows are formed without E rows (_lanes_rows): each value sums all its terms
-# there, where the E rows sum those along W once for all the rows that share them.  On the
-# 2-vCPU EPYC (C = 64, 2 threads, 25 M values) the E rows took 0.65-1.03x the time of the
-# lanes for k3s1p1 (9 terms) at W = 14 to 112, 0.46-0.78x for k5s2p2 (9), 0.48-0.54x for
-# k7s2p3 (16), 0.65-0.82x for k5s1p2 and k7s1p3 (25, 49); and 1.07-1.56x for k3s2p1 (4),
-# 1.22-2.9x for k4s2p1 (4)
-LANES_ROW_TERMS = 8
-
 # the item's E-row formers (pg_item.h) put all of an item's grad_output rows in their grow
 # block before expanding them where the interior is period 2 and rows have at most this
-# many grad_output values, and each row right before it is expanded otherwise.  On the
-# 2-vCPU EPYC (k3s2p1 float32, 24 MB, 1 and 2 threads) the block took 0.65-0.79x the time
-# of the one row at W = 20 to 32 (Wo = 10 to 16), 0.87-0.95x at 36, 0.95-1.07x from 40
-# to 112; k3s1p1 (period 1) 1.0-1.04x at 28 and 1.13-1.18x at 56 and 112
+# many grad_output values, and each row right before it is expanded otherwise
 GROW_BLOCK_WO = 19
 
 # the C loops' limits that the plan's tables must keep to (_plan.MAX_TAPS, POLY_MAX_M)
 MAX_TAPS = PG_MAX_TAPS
+PLANE_TAPS = PG_PLANE_TAPS      # the most taps a column of pg_plane.h's planes
+STAGE = STAGE_BYTES
 POLY_MAX_M = PG_POLY_MAX_M
 
 # cube_math_type roundings applied to grad_output on load (float32 storage only)
@@ -316,32 +289,14 @@ def f16c_in_use():
 OPENMP_VERSION = PG_OPENMP_VERSION
 
 
+def scatter_fast(int kind):
+    """Whether the max-pool scatter's vector forms run for storage kind (K_*) here."""
+    return kind != K_F64 and pg_scatter_fast(0 if kind == K_F32 else (1 if kind == K_BF16 else 2)) != 0
+
+
 def simd_in_use():
     """The instruction set of the hot float loops: "avx2" or "baseline" (pg_cpu.h)."""
     return "avx2" if pg_have_avx2() else "baseline"
-
-
-# The kernel forms chosen in this module, which a benchmark or a test may turn off
-# (pool_grad._plan.forms_off, benchmarks/forms.py; docs/forms.md says what each does).
-# A form turned off leaves the call to the next form its rule allows: the same bits.
-KERNEL_FORMS = ("lanes", "lanes_copy", "crun", "fused64", "single", "pairs", "strips",
-                "narrow", "window", "lwindow", "lmixed")
-cdef uint64_t _forms_off = 0
-
-
-def _set_forms_off(names):
-    """Turn off the named forms of KERNEL_FORMS (and turn on the others) in kernels
-    built from now on.  Not thread-safe: for benchmarks and tests."""
-    global _forms_off
-    cdef uint64_t bits = 0
-    for name in names:
-        bits |= (<uint64_t>1) << KERNEL_FORMS.index(name)
-    _forms_off = bits
-
-
-cdef inline bint _form(Py_ssize_t i) noexcept:
-    """Whether form i of KERNEL_FORMS is on."""
-    return (_forms_off >> i) & 1 == 0
 
 
 def _set_simd(bint allowed):
@@ -492,6 +447,7 @@ cdef class PlannedKernel:
     # same call in other forms, timed against it over the first calls (add_alternate),
     # and the one kept in its place once they are timed (None: this one)
     cdef public str form
+    cdef readonly object choice      # the plan's form for it (_plan.gather_choice, ...)
     cdef list _alts
     cdef PlannedKernel _alt
     cdef Py_ssize_t _tune_calls, _tune_nt
@@ -1173,33 +1129,6 @@ cdef void _fill_item(const store_t* go, store_t* gi, const Gather* g,
                     dst[ih * xs3 + i * xs4] = v
 
 
-def _runs(lo, hi):
-    """The lengths of the runs of consecutive equal (lo, hi) windows: the equal rows (or
-    planes) that _lanes_rows forms together or copies."""
-    lo, hi = np.asarray(lo), np.asarray(hi)
-    cuts = np.flatnonzero((np.diff(lo) != 0) | (np.diff(hi) != 0)) + 1
-    return np.diff(np.concatenate(([0], cuts, [lo.size]))) if lo.size else np.ones(1, np.int64)
-
-
-def _max_run(lo, hi):
-    return int(_runs(lo, hi).max())
-
-
-def _column_runs(tw):
-    """For a (W, m) tap table, how many columns from each on have its taps (a run ends at
-    W), as int64; None where there are more runs than 3/4 of the columns (the runs' loops
-    cost more than they save: k3s2p1's last two columns made it 1.17-1.19x slower)."""
-    w = tw.shape[0]
-    same = np.all(tw[1:] == tw[:w - 1], axis=1)
-    if w - np.count_nonzero(same) > 3 * w // 4:
-        return None
-    run = np.ones(w, np.int64)
-    for i in range(w - 2, -1, -1):
-        if same[i]:
-            run[i] = run[i + 1] + 1
-    return run
-
-
 cdef inline void _lanes_row(void* dst, Py_ssize_t ds, Py_ssize_t nd, Py_ssize_t rs,
                             const void** rows, const Gather* g, const acc_t* ks,
                             const acc_t* ww, Py_ssize_t nr, int kind,
@@ -1222,7 +1151,7 @@ cdef void _lanes_rows(const store_t* gbase, store_t* xbase, const Gather* g, con
     the same D and H windows (runs of equal dlo/dhi and hlo/hhi: adaptive windows, kernel
     = stride) are equal: a block of two is formed together (each column formed once and
     stored to both rows, pg_lanes_row's nd); with g.lanes_copy, a block of at least
-    LANES_COPY_MIN such rows has its row formed once and copied to its rows
+    g.copy_min such rows has its row formed once and copied to its rows
     (pg_lanes_copy): formed in the block's first row, or, where the plan streams, in rowbuf
     (the thread's scratch, so that no row is read for ownership) and streamed to all."""
     cdef Py_ssize_t W = g.W, L = g.L, es = sizeof(store_t)
@@ -1603,19 +1532,6 @@ cdef class AvgGatherKernel(PlannedKernel):
     cdef pg_item_f32 it
     cdef pg_fused64 f64
     cdef object _keep
-    cdef object _crun       # the column runs' table that g.lanes_crun points into
-    # which C item runs the call: "", "rows", "region" (float32 rows staged and streamed),
-    # "single" (one term per value; "single, streamed pairs" where pairs of rows (k2s2)
-    # stream) or "narrow" (16-bit sums at the output width, spread; where the CPU has
-    # AVX2) from pg_item.h, "region, fused" (float64 E values in registers, streamed:
-    # pg_fused_avx2_f64; "fused" in the cache, float64 strips too: pg_fused1_strips_f64),
-    # "lanes" (_lanes_rows, channels-last rows without E rows, where the CPU has AVX2) or
-    # "plane" (small planes in registers, pg_plane.h); for the tests
-    cdef readonly str c_item
-    # whether the items go in strips down each plane (float64 stride 1:
-    # pg_fused1_strips_f64), the form planned where it applies (ops.py times the row form
-    # beside it)
-    cdef readonly bint strips
     cdef const float[:, :, :, :, :, :] go_f
     cdef float[:, :, :, :, :, :] gi_f
     cdef const double[:, :, :, :, :, :] go_d
@@ -1625,37 +1541,49 @@ cdef class AvgGatherKernel(PlannedKernel):
     cdef const float[::1] wd_f, wh_f, ww_f
     cdef const double[::1] wd_d, wh_d, ww_d
 
-    def __init__(self, go6, gi6, int kind, int rnd, tables, taps, runs, poly, weights,
-                 Py_ssize_t bd, Py_ssize_t bh, Py_ssize_t rows, Py_ssize_t max_terms, bint scale_w,
-                 bint stream, bint tstore=False, bint fill=False, bint region=False,
-                 bint big=False, bint plane_regs=False, bint strips_ok=True):
-        # stream: rows streamed (long rows, an output larger than the last-level cache);
-        # region: blocks of rows streamed (rows of REGION_ROW_BYTES on); big: the output is
-        # larger than the last-level cache (_plan.streaming_region(gi6, 0)); strips_ok:
-        # float64 stride-1 planes may go in strips down each plane where the form applies
-        # (f64.strips)
+    def __init__(self, go6, gi6, int kind, int rnd, geometry, choice):
+        # geometry: _plan.gather_geometry's tables and blocking; choice: _plan.gather_choice
+        tables, taps, runs, poly, weights, bd, bh, rows, terms, scale_w = geometry
+        self._keep = (go6, gi6, tables, taps, runs, poly, weights, choice.crun)
+        self.choice = choice
+        self._fill_gather(go6, gi6, kind, rnd, geometry, choice)
+        self._set_arrays(go6, gi6, kind, weights)
+        g = &self.g
+        g.item_f32 = NULL
+        g.fused64 = NULL
+        if choice.fused64:
+            self._fill_fused64(poly, scale_w, choice)
+            g.fused64 = &self.f64
+        if choice.c_item:
+            self._fill_item(gi6, kind, poly, runs, rows, scale_w, choice)
+            g.item_f32 = &self.it
+        self.n_items = g.N * g.C * g.nbd * g.nbh
+        self.traffic = go6.nbytes + gi6.nbytes
+        self._size_scratch(gi6, kind, rows, bh)
+
+    cdef _fill_gather(self, go6, gi6, int kind, int rnd, geometry, choice):
+        """The Gather struct: shapes, strides, tables and the choice's flags."""
         cdef const int64_t[::1] t
-        dlo, dhi, hlo, hhi, wlo, whi = tables
-        wd, wh, ww = weights
-        self._keep = (go6, gi6, tables, taps, runs, poly, weights)
+        tables, taps, runs, poly, weights, bd, bh, rows, terms, scale_w = geometry
         g = &self.g
         g.N, g.C, g.D, g.H, g.W, g.L = gi6.shape
         g.Wo = go6.shape[4]
         g.bd, g.bh = bd, bh
         g.nbd = (g.D + bd - 1) // bd
         g.nbh = (g.H + bh - 1) // bh
-        g.kind, g.rnd, g.scale_w, g.stream = kind, rnd, scale_w, stream
-        g.max_terms = max(max_terms, 3)   # pg_item_cover sets three row pointers at once
-        g.tstore = tstore
-        g.tstage = tstore and big
-        g.fill = fill and g.L == 1 and g.Wo == 1 and not tstore
-        # float64 rows of the region (an output larger than the cache, rows of at least
-        # REGION_ROW_BYTES) through a stage of STAGE_BYTES, or a row and a line
-        g.stage64 = (max(STAGE_BYTES, (gi6.shape[4] * 8 + 64 + 63) // 64 * 64)
-                     if kind == K_F64 and region and gi6.shape[5] == 1 and not tstore
-                     and not g.fill and gi6.strides[4] == 8 else 0)
+        g.kind, g.rnd, g.scale_w, g.stream = kind, rnd, scale_w, choice.stream
+        g.max_terms = max(terms, 3)   # pg_item_cover sets three row pointers at once
         g.rows_cap = rows
-        g.m = 0 if taps is None else taps.shape[0] // gi6.shape[4]
+        g.tstore, g.tstage = choice.tstore, choice.tstage
+        g.fill, g.fill_fast = choice.fill, choice.fill_fast
+        g.plane_regs = choice.plane
+        g.stage64 = choice.stage64
+        g.lanes_row, g.lanes_copy = choice.lanes, choice.lanes_copy
+        g.lanes_pair, g.copy_min = choice.lanes_pair, choice.copy_min
+        g.lanes_crun = NULL
+        if choice.crun is not None:
+            t = choice.crun; g.lanes_crun = &t[0]
+        g.m = 0 if taps is None else taps.shape[0] // g.W
         if g.m:
             t = taps; g.wtap = &t[0]
         g.P, g.gap = 0, 1
@@ -1667,219 +1595,136 @@ cdef class AvgGatherKernel(PlannedKernel):
             g.gap = poly[7]
         _fill_strides(g.gs, go6)
         _fill_strides(g.xs, gi6)
-        # (pg_plane_item checks these again, and the CPU, at every item)
-        g.plane_regs = (tstore and plane_regs and kind != K_F64 and rnd == R_NONE
-                        and taps is not None and 1 <= g.W <= 16 and 1 <= g.Wo <= 14
-                        and 1 <= taps.shape[0] // g.W <= PG_PLANE_TAPS
-                        and g.gs[4] == 1 and g.xs[4] == 1)
+        dlo, dhi, hlo, hhi, wlo, whi = tables
         t = dlo; g.dlo = &t[0]
         t = dhi; g.dhi = &t[0]
         t = hlo; g.hlo = &t[0]
         t = hhi; g.hhi = &t[0]
         t = wlo; g.wlo = &t[0]
         t = whi; g.whi = &t[0]
-        g.fill_fast = (g.fill and rnd == R_NONE and g.m == 1 and g.P == 0 and g.wtap[0] == 0
-                       and g.xs[4] == 1 and g.xs[3] == g.W)
-        # channels-last rows formed without E rows (_lanes_rows, where the CPU has AVX2 and
-        # F16C when the plan is made: its scratch is then only the row pointers): float32
-        # or 16-bit, at least 8 contiguous lanes (pg_lanes_row), float64 at least 4
-        # (pg_lanes_row_f64), at most 8 terms a value
-        g.lanes_row = (_form(0) and rnd == R_NONE and g.L >= (4 if kind == K_F64 else 8)
-                       and 0 < g.m <= PG_MAX_TAPS and not tstore and not g.fill
-                       and max_terms <= 8 and max_terms * g.m <= LANES_ROW_TERMS
-                       and g.gs[5] == 1 and g.xs[5] == 1
-                       and pg_have_avx2() != 0 and pg_have_f16c() != 0)
-        # (16-bit only: its rounding is what a run saves; float32 k2s2 took 1.04x with runs)
-        g.lanes_crun = NULL
-        if g.lanes_row and g.W > 1 and (kind == K_F16 or kind == K_BF16) and _form(2):
-            crun = _column_runs(np.asarray(taps).reshape(g.W, g.m))
-            if crun is not None:
-                self._crun = crun
-                t = crun; g.lanes_crun = &t[0]
-        # rows with the same windows formed once and copied (_lanes_rows) where a row fits
-        # in LANES_COPY_BYTES (the core's L2 keeps it for its copies)
-        g.lanes_copy = (g.lanes_row and g.W * g.L * gi6.itemsize <= LANES_COPY_BYTES
-                        and _form(1))
-        # where the rows stream: pairs of equal rows are formed together when their columns
-        # can stream (16-byte multiples), and copied from one formed in the thread's scratch
-        # when they cannot (it streams as one run)
-        col16 = (g.xs[4] * gi6.itemsize) % 16 == 0 and (g.L * gi6.itemsize) % 16 == 0
-        g.lanes_pair = g.lanes_row and g.stream and col16
-        g.copy_min = 2 if g.lanes_copy and g.stream and not col16 else LANES_COPY_MIN
+
+    cdef _set_arrays(self, go6, gi6, int kind, weights):
+        """The typed views of the arrays and weights, by storage kind."""
+        wd, wh, ww = weights
         if kind == K_F64:
             self.go_d = go6
             self.gi_d = gi6
             self.p_go = <char*>&self.go_d[0, 0, 0, 0, 0, 0]
             self.p_gi = <char*>&self.gi_d[0, 0, 0, 0, 0, 0]
             self.wd_d, self.wh_d, self.ww_d = wd, wh, ww
-            # float64 rows of the region with their E values in registers, stride 2 and
-            # stride 1 (pg_fused_avx2_f64): k3s2p1 NCHW 16x64x112x112 took 0.70-0.72x the
-            # time, k3s1p1 32x64x56x56 0.75-0.79x, on 1 and 2 threads (2-vCPU EPYC); its
-            # grow block where the E rows would be (the scratch grows by what it needs more)
-            g.fused64 = NULL
-            # stride 1 in strips of a line down each plane (pg_fused1_strips_f64), which
-            # outputs in the cache take too, with ordinary stores (any W from 8; streamed,
-            # W a multiple of 8): k3s1p1 NCHW 32 x 64 x 56 x 56 (streamed) took 0.78-0.82x
-            # the time of the register rows on 1 and 2 threads, 8 x 64 x 56 x 56 (in the
-            # cache) 0.81-0.85x that of the row loop (2-vCPU EPYC)
-            strips = (strips_ok and _form(6) and g.P == 1 and g.W >= 8 and gi6.shape[5] == 1 and not tstore
-                      and not g.fill and np.all(np.diff(np.asarray(hhi)) >= 0))
-            # stride 2 in the cache too, with ordinary stores (pg_vs, nt = 0): k3s2p1 at
-            # 56x56 and 112x112, 3-6 MB, took 0.54-0.65x the time of the row loop on 1
-            # and 2 threads (2-vCPU EPYC)
-            cached2 = (g.P == 2 and gi6.shape[5] == 1 and not tstore and not g.fill)
-            if ((g.stage64 or strips or cached2) and g.gap == 1 and pg_have_avx2()
-                    and _form(3)
-                    and ((g.P == 2 and poly[3][0] + poly[3][1] <= 3
-                          and np.all(np.asarray(hhi) - np.asarray(hlo) <= 2))
-                         or (g.P == 1 and poly[3][0] <= 3
-                             and np.all(np.asarray(hhi) - np.asarray(hlo) <= 3)))
-                    and poly[4] == 0 and g.P * poly[5] == g.W and poly[5] >= 4
-                    and g.W % 4 == 0 and g.gs[4] == 1 and g.xs[4] == 1 and g.xs[3] == g.W
-                    and np.all(np.asarray(dhi) - np.asarray(dlo) == 1)):
-                self.f64.P, self.f64.W, self.f64.Wo = g.P, g.W, g.Wo
-                self.f64.gs2, self.f64.gs3, self.f64.xs2, self.f64.xs3 = (
-                    g.gs[2], g.gs[3], g.xs[2], g.xs[3])
-                self.f64.qx1, self.f64.q1, self.f64.epad = poly[5], g.q1, poly[6]
-                self.f64.dlo, self.f64.dhi, self.f64.hlo, self.f64.hhi = (
-                    g.dlo, g.dhi, g.hlo, g.hhi)
-                self.f64.pc, self.f64.pm = g.pc, g.pm
-                self.f64.wd, self.f64.wh = &self.wd_d[0], &self.wh_d[0]
-                self.f64.ww = &self.ww_d[0] if scale_w else NULL
-                self.f64.strips = strips
-                self.f64.nt = g.stage64 != 0
-                g.fused64 = &self.f64
+            return
+        if kind == K_F32:
+            self.go_f = go6
+            self.gi_f = gi6
+            self.p_go = <char*>&self.go_f[0, 0, 0, 0, 0, 0]
+            self.p_gi = <char*>&self.gi_f[0, 0, 0, 0, 0, 0]
         else:
-            if kind == K_F32:
-                self.go_f = go6
-                self.gi_f = gi6
-                self.p_go = <char*>&self.go_f[0, 0, 0, 0, 0, 0]
-                self.p_gi = <char*>&self.gi_f[0, 0, 0, 0, 0, 0]
-            else:
-                self.go_h = go6
-                self.gi_h = gi6
-                self.p_go = <char*>&self.go_h[0, 0, 0, 0, 0, 0]
-                self.p_gi = <char*>&self.gi_h[0, 0, 0, 0, 0, 0]
-            self.wd_f, self.wh_f, self.ww_f = wd, wh, ww
-        g.item_f32 = NULL
-        self.c_item = ("" if g.fused64 == NULL else "region, fused" if self.f64.nt
-                       else "fused")
-        # rows long enough to stream one by one (merged channels-last rows: C = 12 at 112
-        # columns, C = 20 to 63 at stride 1) go through the item too: float32 streams them
-        # as the item's region, 0.60-0.69x the time of the row loop here; 16-bit rows
-        # get ordinary stores, 0.71-0.85x at stride 1 (C = 20, 32), 0.37-0.64x for k2s2
-        # and k3s2p1 (C = 12 at 224 columns) (2-vCPU EPYC, 24 MB, 1 and 2 threads)
-        if ((kind == K_F32 or kind == K_BF16 or kind == K_F16) and rnd == R_NONE
-                and g.L == 1 and g.gs[4] == 1 and g.xs[4] == 1
-                and g.m > 0 and not g.tstore and not g.fill
-                and (not g.stream or kind != K_F32 or region)):
-            self.it.W, self.it.Wo = g.W, g.Wo
-            self.it.gs2, self.it.gs3, self.it.xs2, self.it.xs3 = g.gs[2], g.gs[3], g.xs[2], g.xs[3]
-            self.it.dlo, self.it.dhi, self.it.hlo, self.it.hhi = g.dlo, g.dhi, g.hlo, g.hhi
-            self.it.wtap, self.it.m = g.wtap, g.m
-            self.it.P, self.it.q0, self.it.q1, self.it.pc, self.it.pm = g.P, g.q0, g.q1, g.pc, g.pm
-            self.it.gap = g.gap
-            self.it.qx0, self.it.qx1 = (poly[4], poly[5]) if g.P else (g.q0, g.q1)
-            self.it.epad = poly[6] if g.P else 2
-            self.it.wd, self.it.wh = &self.wd_f[0], &self.wh_f[0]
-            self.it.ww = &self.ww_f[0] if scale_w else NULL
-            self.it.region = region and kind == K_F32
-            # the region's stage (pg_stream.h), after the E rows: STAGE_BYTES, or a row
-            # and a line if that is more
-            self.it.stage = rows * g.W
-            self.it.stage_cap = max(STAGE_BYTES, (g.W * 4 + 64 + 63) // 64 * 64)
-            self.it.single = self.it.dup2 = self.it.pair_nt = 0
-            t = runs[1]; self.it.hrun = &t[0]
-            t = runs[6]; self.it.hstep = &t[0]
-            self.it.hsteps = bool(np.any(runs[6] > 1))
-            # rows of a step run formed together at most this many a time (the stage's)
-            self.it.step_rows = max(1, (self.it.stage_cap - 64) // (g.W * 4))
-            self.it.wrun, self.it.nrun = NULL, 0
-            self.it.sent = runs[2]
-            self.it.spread = self.it.spread32 = NULL
-            self.it.spread_wide = self.it.spread32_wide = 0
-            if runs[3] is not None and kind != K_F32 and _form(7):
-                t = runs[3][0]; self.it.spread = &t[0]
-                self.it.spread_wide = runs[3][1]
-            if runs[4] is not None and kind == K_F32 and _form(7):
-                t = runs[4][0]; self.it.spread32 = &t[0]
-                self.it.spread32_wide = runs[4][1]
-            self.it.tspread, self.it.tspread_wide = NULL, 0
-            if runs[5] is not None:
-                t = runs[5][0]; self.it.tspread = &t[0]
-                self.it.tspread_wide = runs[5][1]
-            if runs[0] is not None:
-                t = runs[0]; self.it.wrun = &t[0]
-                self.it.nrun = runs[0].shape[0] - 1
-            # R rows (pg_item.h) and a pointer each live where the E rows would (W floats
-            # a row): (Wo + 2) values + 8 bytes, and up to 7 bytes of alignment
-            if (_form(4) and g.m == 1 and (g.Wo + 2) * (4 if kind == K_F32 else 2) + 16 <= 4 * g.W
-                    and np.all(np.asarray(dhi) - np.asarray(dlo) <= 1)
-                    and np.all(np.asarray(hhi) - np.asarray(hlo) <= 1)):
-                dup2 = np.array_equal(np.asarray(taps), np.arange(g.W) // 2)
-                # pairs of k2s2 rows streamed (pg_item.h): rows shorter than the region's
-                # (k2s2 56x56: 224 and 112 bytes) took 0.68-0.88x the time of ordinary
-                # stores, 1 and 2 threads, float32 and 16-bit (2-vCPU EPYC); not where
-                # planes under one D window are copied from the first (adaptive 2:1 in D:
-                # 1.3x, the copies read back what was streamed)
-                spread = (self.it.spread if kind != K_F32 else self.it.spread32) != NULL
-                pair_nt = ((dup2 or spread) and big and _form(5)
-                           and (g.W * gi6.itemsize) % 16 == 0
-                           and (g.xs[3] * gi6.itemsize) % 16 == 0
-                           and _max_run(dlo, dhi) == 1)
-                # float32 rows long enough for the region go as single rows where their
-                # pairs stream: 24-48 MB outputs, k2s2 NCHW 112x112, channels-last C = 3
-                # and 8 at 56x56 (spread rows) and adaptive 2:1 took 0.71-0.86x the
-                # region's time on 1 thread, 0.91-0.97x on 2 (2-vCPU EPYC)
-                if not self.it.region or pair_nt:
-                    self.it.single, self.it.dup2, self.it.pair_nt = 1, dup2, pair_nt
-                    self.it.region = 0
-            self.it.gblk_rows = g.P == 2 and g.Wo <= GROW_BLOCK_WO
-            # the E-row formers' grow block (pg_item.h), after the E rows and the stage
-            self.it.gblk = rows * g.W + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
-                                         if self.it.region else 0)
-            g.item_f32 = &self.it
-            self.c_item = ("single, streamed pairs" if self.it.pair_nt else
-                           "single" if self.it.single else
-                           "narrow" if self.it.spread != NULL else
-                           "region" if self.it.region else "rows")
+            self.go_h = go6
+            self.gi_h = gi6
+            self.p_go = <char*>&self.go_h[0, 0, 0, 0, 0, 0]
+            self.p_gi = <char*>&self.gi_h[0, 0, 0, 0, 0, 0]
+        self.wd_f, self.wh_f, self.ww_f = wd, wh, ww
+
+    cdef _fill_fused64(self, poly, bint scale_w, choice):
+        """The float64 register form's struct (pg_item.h's pg_fused_avx2_f64)."""
+        g = &self.g
+        self.f64.P, self.f64.W, self.f64.Wo = g.P, g.W, g.Wo
+        self.f64.gs2, self.f64.gs3, self.f64.xs2, self.f64.xs3 = (
+            g.gs[2], g.gs[3], g.xs[2], g.xs[3])
+        self.f64.qx1, self.f64.q1, self.f64.epad = poly[5], g.q1, poly[6]
+        self.f64.dlo, self.f64.dhi, self.f64.hlo, self.f64.hhi = g.dlo, g.dhi, g.hlo, g.hhi
+        self.f64.pc, self.f64.pm = g.pc, g.pm
+        self.f64.wd, self.f64.wh = &self.wd_d[0], &self.wh_d[0]
+        self.f64.ww = &self.ww_d[0] if scale_w else NULL
+        self.f64.strips = choice.strips
+        self.f64.nt = choice.fused_nt
+
+    cdef _fill_item(self, gi6, int kind, poly, runs, Py_ssize_t rows, bint scale_w,
+                    choice):
+        """The C item's struct (pg_item.h: float32 and 16-bit rows of one lane)."""
+        cdef const int64_t[::1] t
+        g = &self.g
+        it = &self.it
+        it.W, it.Wo = g.W, g.Wo
+        it.gs2, it.gs3, it.xs2, it.xs3 = g.gs[2], g.gs[3], g.xs[2], g.xs[3]
+        it.dlo, it.dhi, it.hlo, it.hhi = g.dlo, g.dhi, g.hlo, g.hhi
+        it.wtap, it.m = g.wtap, g.m
+        it.P, it.q0, it.q1, it.pc, it.pm = g.P, g.q0, g.q1, g.pc, g.pm
+        it.gap = g.gap
+        it.qx0, it.qx1 = (poly[4], poly[5]) if g.P else (g.q0, g.q1)
+        it.epad = poly[6] if g.P else 2
+        it.wd, it.wh = &self.wd_f[0], &self.wh_f[0]
+        it.ww = &self.ww_f[0] if scale_w else NULL
+        it.region = choice.item_region
+        it.single, it.dup2, it.pair_nt = choice.single, choice.dup2, choice.pair_nt
+        # the region's stage (pg_stream.h), after the E rows: STAGE_BYTES, or a row and a
+        # line if that is more
+        it.stage = rows * g.W
+        it.stage_cap = max(STAGE_BYTES, (g.W * 4 + 64 + 63) // 64 * 64)
+        t = runs[1]; it.hrun = &t[0]
+        t = runs[6]; it.hstep = &t[0]
+        it.hsteps = bool(np.any(runs[6] > 1))
+        # rows of a step run formed together at most this many a time (the stage's)
+        it.step_rows = max(1, (it.stage_cap - 64) // (g.W * 4))
+        it.wrun, it.nrun = NULL, 0
+        it.sent = runs[2]
+        it.spread = it.spread32 = NULL
+        it.spread_wide = it.spread32_wide = 0
+        if choice.spread and kind != K_F32:
+            t = runs[3][0]; it.spread = &t[0]
+            it.spread_wide = runs[3][1]
+        if choice.spread and kind == K_F32:
+            t = runs[4][0]; it.spread32 = &t[0]
+            it.spread32_wide = runs[4][1]
+        it.tspread, it.tspread_wide = NULL, 0
+        if runs[5] is not None:
+            t = runs[5][0]; it.tspread = &t[0]
+            it.tspread_wide = runs[5][1]
+        if runs[0] is not None:
+            t = runs[0]; it.wrun = &t[0]
+            it.nrun = runs[0].shape[0] - 1
+        it.gblk_rows = g.P == 2 and g.Wo <= GROW_BLOCK_WO
+        # the E-row formers' grow block (pg_item.h), after the E rows and the stage
+        it.gblk = rows * g.W + ((PG_STAGE_MEM(it.stage_cap) + 3) // 4 if it.region else 0)
+
+    cdef _size_scratch(self, gi6, int kind, Py_ssize_t rows, Py_ssize_t bh):
+        """Scratch a thread: row pointers, grow row + 2 sentinel slots, acc row, 16-bit
+        staging row, E rows (see _gather_item), and what the chosen form adds; the rows
+        formed without E rows use the row pointers only, and a row and a line where they
+        stream the rows they form once and copy."""
+        g = &self.g
+        it = &self.it
+        cdef Py_ssize_t n
         if g.lanes_row:
-            self.c_item = "lanes"
-        if g.plane_regs:
-            self.c_item = "plane"
-        self.strips = g.fused64 != NULL and self.f64.strips
-        self.n_items = g.N * g.C * g.nbd * g.nbh
-        self.traffic = go6.nbytes + gi6.nbytes
-        # row pointers, grow row + 2 sentinel slots, acc row, 16-bit staging row, E rows
-        # (see _gather_item); the rows formed without E rows use the row pointers only, and
-        # a row and a line where they stream the rows they form once and copy
-        self.scratch_elems = (g.max_terms * (sizeof(void*) // 4)
-                              + ((g.W * g.L * gi6.itemsize + 64) // 4
-                                 if g.lanes_copy and g.stream else 0)
-                              if g.lanes_row else
-                              g.max_terms * (sizeof(void*) // (8 if kind == K_F64 else 4))
-                              + (g.Wo + 2) * g.L + g.W * g.L
-                              + (g.W * g.L + 1) // 2 + rows * g.W * g.L
-                              + ((2 * bh * g.W + rows * (g.Wo + 2)) * g.L if tstore else 0)
-                              + (rows * 16 * min(g.L, PG_PLANE_CH) if g.plane_regs else 0)
-                              + ((PG_STAGE_MEM(self.it.stage_cap) + 3) // 4
-                                 if g.item_f32 != NULL and self.it.region else 0)
-                              + ((PG_STAGE_MEM(g.stage64) + 7) // 8 if g.stage64 else 0)
-                              # the float64 register form's grow block, at the E rows
-                              + (max(0, rows * (g.Wo + 2 * self.f64.epad) + self.f64.epad
-                                     - rows * g.W) if g.fused64 != NULL else 0)
-                              # ... and the strips' T rows after it
-                              + (8 * (bh + 1) + 4 if g.fused64 != NULL and self.f64.strips
-                                 else 0)
-                              + (self.it.epad + (rows if self.it.gblk_rows else 1)
-                                 * (g.Wo + 2 * self.it.epad)
-                                 if g.item_f32 != NULL and (g.P == 1 or g.P == 2) else 0))
-        # whole pairs of cache lines a thread: the channels-last rows' scratch (a few row
-        # pointers) had put the threads' scratch in one line, which they then took turns
-        # at (2-vCPU EPYC, C = 20, 14 x 14, 17 MB: 2 threads 1.17x the time of one, now
-        # 0.53x; C = 64 0.86x, now 0.56x)
-        self.scratch_elems = (self.scratch_elems + 31) // 32 * 32
+            n = (g.max_terms * (sizeof(void*) // 4)
+                 + ((g.W * g.L * gi6.itemsize + 64) // 4 if g.lanes_copy and g.stream else 0))
+        else:
+            n = (g.max_terms * (sizeof(void*) // (8 if kind == K_F64 else 4))
+                 + (g.Wo + 2) * g.L + g.W * g.L + (g.W * g.L + 1) // 2 + rows * g.W * g.L
+                 + ((2 * bh * g.W + rows * (g.Wo + 2)) * g.L if g.tstore else 0)
+                 + (rows * 16 * min(g.L, PG_PLANE_CH) if g.plane_regs else 0)
+                 + ((PG_STAGE_MEM(it.stage_cap) + 3) // 4
+                    if g.item_f32 != NULL and it.region else 0)
+                 + ((PG_STAGE_MEM(g.stage64) + 7) // 8 if g.stage64 else 0))
+            if g.fused64 != NULL:   # the register form's grow block, at the E rows
+                n += max(0, rows * (g.Wo + 2 * self.f64.epad) + self.f64.epad - rows * g.W)
+                if self.f64.strips:   # ... and the strips' T rows after it
+                    n += 8 * (bh + 1) + 4
+            if g.item_f32 != NULL and (g.P == 1 or g.P == 2):
+                n += it.epad + (rows if it.gblk_rows else 1) * (g.Wo + 2 * it.epad)
+        # whole pairs of cache lines a thread (threads sharing a line take turns at it)
+        self.scratch_elems = (n + 31) // 32 * 32
         self.scratch_bytes = self.scratch_elems * (8 if kind == K_F64 else 4)
+
+    @property
+    def c_item(self):
+        """The C item's name (_plan.GatherChoice.item)."""
+        return self.choice.item
+
+    @property
+    def strips(self):
+        """Whether float64 planes go in strips (pg_fused1_strips_f64)."""
+        return self.choice.strips
 
     cdef _release(self):
         self.go_f = self.go_d = self.go_h = None
@@ -2520,9 +2365,10 @@ cdef class MaxScatterKernel(PlannedKernel):
     cdef int idx64
     cdef const int64_t[::1] _flat
 
-    def __init__(self, go6, ind6, gi6, int kind, Py_ssize_t bh, bint stream,
-                 bint region=False, bint sparse=False, bint window=False, flat=None):
+    def __init__(self, go6, ind6, gi6, int kind, Py_ssize_t bh, choice):
+        # choice: _plan.scatter_choice
         self._keep = (go6, ind6, gi6)
+        self.choice = choice
         g = &self.g
         g.N, g.C, d, g.Hd, g.W, g.L = gi6.shape
         g.H = d * g.Hd
@@ -2536,11 +2382,20 @@ cdef class MaxScatterKernel(PlannedKernel):
         g.bh = bh
         g.nbh = (g.H + bh - 1) // bh if g.H > 0 else 0
         g.kind = kind
-        g.stream = stream
-        g.region = region
+        g.stream, g.region = choice.stream, choice.region
         _fill_strides(g.gs, go6)
         _fill_strides(g.xs, gi6)
         _fill_strides(g.js, ind6)
+        self._set_arrays(go6, ind6, gi6, kind)
+        self.n_items = g.N * g.C * g.nbh
+        if kind == K_F32:   # the direct form may add into grad_input (_scatter_item)
+            self._lock = threading.Lock()
+        self._fill_windows(choice)
+        self._size_scratch(gi6, kind, choice)
+        self.traffic = go6.nbytes + gi6.nbytes + ind6.nbytes
+
+    cdef _set_arrays(self, go6, ind6, gi6, int kind):
+        """The typed views of the arrays, by storage kind and index type."""
         if kind == K_F64:
             self.go_d = go6
             self.gi_d = gi6
@@ -2563,85 +2418,48 @@ cdef class MaxScatterKernel(PlannedKernel):
         else:
             self.ind32 = ind6
             self.p_ind = <char*>&self.ind32[0, 0, 0, 0, 0, 0]
-        self.n_items = g.N * g.C * g.nbh
-        if kind == K_F32:   # the direct form may add into grad_input (_scatter_item)
-            self._lock = threading.Lock()
-        # accumulation rows (and SCATTER_SLACK values: room to shift them for
-        # pg_flush_block's alignment, and the scatter's slots for values outside), then a
-        # 16-bit staging area for the block (one row unless the block is streamed as a
-        # region), then for a sparse scatter (_plan.scatter_sparse) a byte per 8 values;
-        # 64-byte multiples per thread
-        g.map_at = bh * g.W * g.L + SCATTER_SLACK + ((bh if region else 1) * g.W * g.L + 1) // 2
-        g.map_bytes = 0
-        if sparse and region and kind != K_F64:
-            g.map_bytes = (bh * g.W * g.L + SCATTER_SLACK) // 8 + 2
-        # the gather form (_window_item): whole planes of one lane whose windows, two wide
-        # and fewer than 128 high, tile them, rows of a multiple of 8 outputs (narrower
-        # ones, with their tails, were slower than the scatter), unit-stride grad_output
-        # and index rows; the index check's pass then codes each index's place in its
-        # window (a byte per index, and one per plane saying whether all lie in their
-        # windows: the workspace's shared part)
-        # (only where the CPU has the instructions: elsewhere the codes' workspace would be
-        # asked for and never used)
-        cdef int fk = 0 if kind == K_F32 else (1 if kind == K_BF16 else 2)
-        # (both forms walk the rows of 2-D planes: never for a D axis of more than one)
-        window = window and d <= 1 and go6.shape[2] <= 1
-        g.window = (window and _form(8) and kind != K_F64 and pg_scatter_fast(fk)
-                    and g.nbh == 1 and g.L == 1 and g.Ho > 0
-                    and g.H % g.Ho == 0 and g.H // g.Ho < 128 and g.W == 2 * g.Wo
-                    and g.Wo % 8 == 0 and g.gs[4] == 1 and g.js[4] == 1)
+
+    cdef _fill_windows(self, choice):
+        """The gather forms' part of the struct: windows' size, flat rows' table, and the
+        workspace's shared part (the index check's codes: a byte per index, and one per
+        plane, or per output row and plane channels-last, saying whether all lie in their
+        windows; planes split into blocks of rows: two int64 a row, the output rows' index
+        ranges)."""
+        g = &self.g
+        g.window, g.lwindow, g.lmixed = choice.window, choice.lwindow, choice.lmixed
         g.kh = g.H // g.Ho if g.window else 0
-        # channels-last (_lwindow_run): windows of at most 64 positions tiling the plane;
-        # flat rows (contiguous, fewer than 16 lanes not a multiple of 8, the table `flat`
-        # of _plan.window_spread) where the windows have at most 16 positions, or at
-        # least 8 contiguous lanes where they have at most 4 or a position's lanes are at
-        # least 128 bytes.  With larger windows the scatter writes the sparse planes faster
-        # (56 -> 7, 2 threads, 2-vCPU EPYC, the scatter's time: flat rows C = 3..12
-        # 1.05-1.21x, lanes C = 24 float16 1.37x, C = 20 float32 1.22x, C = 64 float16
-        # 1.06x, float32 1.00x; 56 -> 14: flat rows float16 0.69-0.87x, float32
-        # 1.03-1.09x; 56 -> 28: flat rows 0.36-0.73x, lanes 0.58-0.90x).  Its codes a
-        # byte per index, then a byte per output row and one per plane saying whether all
-        # lie in their windows
-        cdef Py_ssize_t es = 4 if kind == K_F32 else 2
-        cdef Py_ssize_t positions = (g.H // g.Ho) * (g.W // g.Wo) if g.Ho and g.Wo else 0
-        cdef bint flat_rows = (flat is not None and 1 < g.L < 16 and g.L % 8 != 0
-                               and positions <= 16
-                               and g.gs[4] == g.L and g.js[4] == g.L and g.xs[4] == g.L)
-        cdef bint lane_rows = g.L >= 8 and (positions <= 4 or g.L * es >= 128)
-        # grad_output and indices in NCHW planes (the forward's indices, with np.empty_like
-        # of a channels-last x): their rows gathered to channels-last order through 8 x 8
-        # transposes, the codes by the check's pass and the values a row at a time into
-        # the thread's scratch (32x64x112x112 -> 56x56 bfloat16, 2-vCPU EPYC: the
-        # scatter's lanes PG_LTILE columns at a time took 10.3 ms on 1 thread, 5.6 on 2)
-        g.lmixed = (lane_rows and _form(10) and g.Wo >= 8 and g.xs[5] == 1 and g.gs[4] == 1
-                    and g.js[4] == 1 and g.gs[5] != 1 and g.js[5] != 1)
-        g.lwindow = (window and _form(9) and kind != K_F64 and pg_scatter_fast(fk) and g.C == 1
-                     and (flat_rows or lane_rows) and g.Ho > 0 and g.Wo > 0
-                     and g.H % g.Ho == 0 and g.W % g.Wo == 0
-                     and (g.H // g.Ho) * (g.W // g.Wo) <= 64
-                     and (g.gs[5] == 1 and g.js[5] == 1 or g.lmixed) and g.xs[5] == 1)
-        g.lmixed = g.lmixed and g.lwindow
         g.kw = 0
         g.flat = NULL
         g.flat_wide = 0
-        cdef Py_ssize_t blk = 32 // es
+        cdef Py_ssize_t blk = 32 // (4 if g.kind == K_F32 else 2)
         if g.lwindow:
             g.kh, g.kw = g.H // g.Ho, g.W // g.Wo
-            if flat_rows:
-                self._flat = flat[0]
+            if choice.flat is not None:
+                self._flat = choice.flat[0]
                 if self._flat.shape[0] != 9 * ((g.W * g.L + blk - 1) // blk):
                     raise ValueError("pool_grad: the flat table does not fit the rows")
                 g.flat = &self._flat[0]
-                g.flat_wide = flat[1]
+                g.flat_wide = choice.flat[1]
         self.shared_bytes = 0
         if g.window:
             self.shared_bytes = (g.N * g.C * (g.Ho * g.Wo + 1) + 63) // 64 * 64
         if g.lwindow:
             self.shared_bytes = (g.N * (g.Ho * g.Wo * g.L + g.Ho + 1) + 63) // 64 * 64
-        # planes split into blocks of rows: the output rows' index ranges (two int64 a row)
         g.rows_rng = g.nbh > 1 and not g.window and not g.lwindow
         if g.rows_rng:
             self.shared_bytes = (g.N * g.C * g.Ho * 16 + 63) // 64 * 64
+
+    cdef _size_scratch(self, gi6, int kind, choice):
+        """Scratch a thread, in 64-byte multiples: accumulation rows and SCATTER_SLACK
+        values (room to shift them for pg_flush_block's alignment, and the scatter's slots
+        for values outside), a 16-bit staging area for the block (one row unless the block
+        is streamed as a region), a sparse region's map (a byte per 8 values), and the
+        NCHW gather form's staging rows."""
+        g = &self.g
+        cdef Py_ssize_t bh = g.bh
+        g.map_at = (bh * g.W * g.L + SCATTER_SLACK
+                    + ((bh if g.region else 1) * g.W * g.L + 1) // 2)
+        g.map_bytes = (bh * g.W * g.L + SCATTER_SLACK) // 8 + 2 if choice.sparse else 0
         cdef Py_ssize_t acc_size = 8 if kind == K_F64 else 4
         cdef Py_ssize_t elems = (g.map_at + (g.map_bytes + 3) // 4 + 15) // 16 * 16
         g.w_at = elems
@@ -2649,7 +2467,6 @@ cdef class MaxScatterKernel(PlannedKernel):
             elems += (WINDOW_ROWS * g.W * gi6.itemsize // acc_size + 15) // 16 * 16
         self.scratch_elems = elems
         self.scratch_bytes = self.scratch_elems * acc_size
-        self.traffic = go6.nbytes + gi6.nbytes + ind6.nbytes
 
     cdef _release(self):
         self.go_f = self.go_d = self.go_h = None

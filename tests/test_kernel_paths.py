@@ -1898,11 +1898,11 @@ def test_lanes_rows_give_the_same_bits_as_e_rows(dtype, request, monkeypatch):
     of the E rows and their combine (planned with the baseline loops, which keep the E
     rows), with ordinary and with streaming stores.  C = 8 stays a lane axis here (it
     would merge into W: _plan.FLAT_LANES_MAX, FLAT_STEP_LANES_MAX, FLAT_STEP2_LANES_MAX),
-    and values of more than _kernels.LANES_ROW_TERMS terms go as lanes too."""
+    and values of more than _plan.LANES_ROW_TERMS terms go as lanes too."""
     monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 8)
     monkeypatch.setattr(_plan, "FLAT_STEP_LANES_MAX", {2: 8, 4: 8, 8: 8})
     monkeypatch.setattr(_plan, "FLAT_STEP2_LANES_MAX", {2: 8, 4: 8, 8: 8})
-    monkeypatch.setattr(_kernels, "LANES_ROW_TERMS", 1 << 30)
+    monkeypatch.setattr(_plan, "LANES_ROW_TERMS", 1 << 30)
     _plan.gather_geometry.cache_clear()
     _same_bits_baseline_and_streamed(request, lambda: _lanes_runs(dtype),
                                      lambda: _lanes_runs(dtype, lanes=False))
@@ -2200,9 +2200,9 @@ def test_k2s2_row_pairs_of_whole_items_give_the_same_bits(dtype, monkeypatch):
 
 
 def test_runs_of_equal_windows():
-    assert _kernels._max_run([0, 0, 1, 1, 1], [1, 1, 2, 2, 2]) == 3
-    assert _kernels._max_run([0, 1, 2], [1, 2, 3]) == 1
-    assert _kernels._max_run([], []) == 1
+    assert _plan._runs([0, 0, 1, 1, 1], [1, 1, 2, 2, 2]).max() == 3
+    assert _plan._runs([0, 1, 2], [1, 2, 3]).max() == 1
+    assert _plan._runs([], []).max() == 1
 
 
 # channels-last C < 16: (x shape, kernel, stride, padding, ceil_mode, count_include_pad,
