@@ -136,6 +136,10 @@ def default_cases():
         Case("max2d", (32, 64, 112, 112), k=3, s=2, p=1, layout="CL"),
         Case("max2d", (32, 64, 112, 112), "bfloat16", k=3, s=2, p=1),
         Case("max3d", (8, 64, 16, 56, 56), k=3, s=2, p=1),
+        # layouts the cases above lack: small planes along a real D axis (video networks'
+        # late stages), channels-last images of three channels
+        Case("avg3d", (8, 256, 8, 14, 14), k=3, s=2, p=1),
+        Case(A, (32, 3, 224, 224), k=3, s=2, p=1, layout="CL"),
     ]
 
 

@@ -11,11 +11,13 @@ time(on) - 1: what the call loses without the form, to the form its rules take i
                                [--shrink K] [--budget S] [--json FILE]
 
 Channels-last cases also run into a C-contiguous grad_input (what a one-shot call on
-channels-last arrays returns).  --shrink 8 makes the large cases fit a 32 MB cache, where
+channels-last arrays returns), and NCHW max-pool cases into a channels-last one (the
+forward's outputs with ``np.empty_like`` of a channels-last x).  --shrink 8 makes the large cases fit a 32 MB cache, where
 the forms for outputs in the cache (strips, ordinary stores) are planned.  Run on an idle
 machine.
 """
 import argparse
+import dataclasses
 import json
 import os
 import sys
@@ -36,10 +38,14 @@ def signature(op):
     if k is None:
         return None
 
+    def choice(c):   # the kernel's form record, its tables as bytes
+        return tuple(v.tobytes() if isinstance(v, np.ndarray) else
+                     tuple(x.tobytes() if isinstance(x, np.ndarray) else x for x in v)
+                     if isinstance(v, tuple) else v for v in dataclasses.astuple(c))
+
     def one(k):
-        return (type(k).__name__, getattr(k, "c_item", None), k.form,
-                getattr(k, "strips", None), getattr(k, "prefetch", None), k.n_items,
-                k.scratch_bytes, k.shared_bytes)
+        return (type(k).__name__, choice(k.choice), k.form, k.n_items, k.scratch_bytes,
+                k.shared_bytes)
 
     return (one(k), tuple(one(a) for a in k.alternates), op.workspace_size)
 
@@ -53,17 +59,24 @@ def _time(fn, n=3):
     return best
 
 
-def run_case(case, forms, budget, rng, into_nchw=False):
+def run_case(case, forms, budget, rng, into=None):
     data = bench.Data(case, rng, False)
-    if into_nchw:
+    if into == "NCHW":
         # channels-last grad_output (and indices) into a C-contiguous grad_input: what a
         # one-shot call on channels-last arrays returns
         data.gi = np.zeros(data.gi.shape, data.gi.dtype)
+    elif into == "NHWC":
+        # C-contiguous grad_output and indices into a channels-last grad_input: the
+        # forward's outputs with np.empty_like of a channels-last x
+        order = (0,) + tuple(range(2, data.gi.ndim)) + (1,)
+        back = (0, data.gi.ndim - 1) + tuple(range(1, data.gi.ndim - 1))
+        data.gi = np.zeros(tuple(data.gi.shape[i] for i in order),
+                           data.gi.dtype).transpose(back)
     base = data.make_op()
     sig = signature(base)
     ws = np.empty(base.workspace_size, np.uint8)
     kept = bench._settle(base, ws)
-    name = case.name + (" into NCHW" if into_nchw else "")
+    name = case.name + (f" into {into}" if into else "")
     out = {"case": name, "plan": str(sig[0][1:3]) if sig else None, "kept": kept,
            "forms": {}}
     for form in forms:
@@ -110,8 +123,10 @@ def main(argv=None):
     print(f"threads {pg.get_num_threads()}, shrink {args.shrink}; gain = time without the "
           f"form / time with it - 1")
     for case in cases:
-        for into_nchw in (False, True) if case.layout == "CL" else (False,):
-            r = run_case(case, forms, args.budget, rng, into_nchw)
+        intos = ((None, "NCHW") if case.layout == "CL"
+                 else (None, "NHWC") if case.op in bench.Case.INDEXED else (None,))
+        for into in intos:
+            r = run_case(case, forms, args.budget, rng, into)
             runs.append(r)
             used = ", ".join(f"{f} {v['gain']:+.0%} ({v['instead']})"
                              for f, v in r["forms"].items()) or "-"

@@ -1242,85 +1242,75 @@ cdef inline bint _load_scaled(acc_t* grow, const acc_t* src, const Gather* g, co
     return False
 
 
-cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
-                       const acc_t* wd, const acc_t* wh, const acc_t* ww,
-                       acc_t* buf, Py_ssize_t item) noexcept nogil:
-    cdef Py_ssize_t W = g.W, L = g.L, Wo = g.Wo
-    cdef Py_ssize_t rl = W * L
-    cdef Box box = _item_box(g, item)
-    cdef Py_ssize_t c = box.c, n = box.n, d0 = box.d0, d1 = box.d1, h0 = box.h0, h1 = box.h1
-    cdef Py_ssize_t od0 = g.dlo[d0], od1 = g.dhi[d1 - 1]
-    cdef Py_ssize_t oh0 = g.hlo[h0], oh1 = g.hhi[h1 - 1]
-    cdef Py_ssize_t noh = oh1 - oh0 if oh1 > oh0 else 0
-    # scratch: row pointers | grow row + 2 slots | acc row | 16-bit row | E rows
-    cdef const acc_t** rows = <const acc_t**>buf
-    cdef acc_t* grow = buf + g.max_terms * (sizeof(void*) // sizeof(acc_t))
-    cdef acc_t* acc = grow + (Wo + 2) * L
-    cdef uint16_t* tmp16 = <uint16_t*>(acc + rl)
-    cdef acc_t* E = acc + rl + (rl + 1) // 2
-    # tstore: the item's grad_input rows, kept until they are stored plane by plane
-    cdef acc_t* S = E + g.rows_cap * rl
-    # tstore: the item's grad_output rows in lane order (pg_tload), after its rows
-    cdef acc_t* T = S + g.bh * rl
-    cdef acc_t* P = T + g.rows_cap * (Wo + 2) * L   # and a stage of S's size
-    cdef bint tpre
+cdef inline bint _item_form(const store_t* gbase, store_t* xbase, const Gather* g,
+                            const acc_t* wd, const acc_t* wh, const acc_t* ww,
+                            const acc_t** rows, acc_t* grow, acc_t* acc, acc_t* E, acc_t* S,
+                            acc_t* P, Py_ssize_t d0, Py_ssize_t d1, Py_ssize_t h0,
+                            Py_ssize_t h1) noexcept nogil:
+    """Run the item in the C form its plan chose (GatherChoice: the C item, float64 E
+    values in registers, lanes, planes in registers) where that form takes it: True if
+    it did, False to leave it to the rows below."""
     cdef pg_plane_args pa
-    cdef acc_t s
-    cdef Py_ssize_t od, oh, ow, l, l0, l1, idd, ih, a, b, p, q
-    cdef Py_ssize_t nr
-    cdef const acc_t* src
-    cdef acc_t* erow
-    cdef bint fused
-    cdef store_t* dst
-    cdef pg_stage st
-    cdef bint staged = False
-    # rows of grad_input that are contiguous are formed right in place
-    cdef bint direct = (L == 1 and g.xs[4] == 1) or (g.xs[5] == 1 and g.xs[4] == L)
-    cdef const store_t* gbase = go + n * g.gs[0] + c * g.gs[1]
-    cdef store_t* xbase = gi + n * g.xs[0] + c * g.xs[1]
+    cdef Py_ssize_t rl = g.W * g.L
     if store_t is float:
         if acc_t is float:
             if g.item_f32 != NULL:
                 pg_item_f32_run(g.item_f32, gbase, xbase, d0, d1, h0, h1, grow, E, rows, acc)
-                return
+                return True
     if store_t is double:
         if acc_t is double:
             if (g.fused64 != NULL and (d1 - d0 == 1 or g.xs[2] == (h1 - h0) * rl)
                     and pg_fused_f64_run(g.fused64, gbase, xbase, d0, d1, h0, h1, E)):
-                return
+                return True
     if store_t is uint16_t:
         if acc_t is float:
             if g.item_f32 != NULL and pg_item_h16_run(g.item_f32, gbase, xbase, d0, d1, h0, h1,
                                                       grow, E, rows, acc, g.kind == K_BF16):
-                return
+                return True
     if (acc_t is double and store_t is double) or (acc_t is float and store_t is not double):
         if g.lanes_row:
             # the row buffer of streamed blocks: after the row pointers, 64-byte aligned
             _lanes_rows(gbase, xbase, g, wd, wh, ww, <const void**>rows,
                         <store_t*>((<uintptr_t>(rows + g.max_terms) + 63) & ~(<uintptr_t>63)),
                         d0, d1, h0, h1)
-            return
+            return True
     if acc_t is float:
         if store_t is not double:
             if g.plane_regs:
                 # small planes one at a time, each row in registers (pg_plane.h)
                 pa.go = gbase
                 pa.gi = xbase
-                pa.L, pa.gps, pa.gs2, pa.gs3 = L, g.gs[5], g.gs[2], g.gs[3]
+                pa.L, pa.gps, pa.gs2, pa.gs3 = g.L, g.gs[5], g.gs[2], g.gs[3]
                 pa.xps, pa.xs2, pa.xs3 = g.xs[5], g.xs[2], g.xs[3]
-                pa.W, pa.Wo, pa.m, pa.tap = W, Wo, g.m, g.wtap
+                pa.W, pa.Wo, pa.m, pa.tap = g.W, g.Wo, g.m, g.wtap
                 pa.dlo, pa.dhi, pa.hlo, pa.hhi = g.dlo, g.dhi, g.hlo, g.hhi
                 pa.d0, pa.d1, pa.h0, pa.h1 = d0, d1, h0, h1
                 pa.wd, pa.wh, pa.ww = wd, wh, (ww if g.scale_w else NULL)
                 pa.kind, pa.stream = g.kind, g.tstage
                 # its E rows after the stage P (scratch_elems)
                 pa.E = P + g.bh * rl
-                pa.E_elems = g.rows_cap * 16 * min(L, PG_PLANE_CH)
+                pa.E_elems = g.rows_cap * 16 * min(g.L, PG_PLANE_CH)
                 # the stage: S, and T's first row past it (a last store's spill)
                 pa.stage = S
-                pa.stage_bytes = (g.bh * rl + (Wo + 2) * L) * sizeof(float)
+                pa.stage_bytes = (g.bh * rl + (g.Wo + 2) * g.L) * sizeof(float)
                 if pg_plane_item(&pa):
-                    return
+                    return True
+    return False
+
+
+cdef inline void _expand_rows(const store_t* gbase, const Gather* g, const acc_t* wd,
+                              const acc_t* wh, const acc_t* ww, acc_t* grow, acc_t* acc,
+                              acc_t* E, acc_t* T, Py_ssize_t od0, Py_ssize_t od1,
+                              Py_ssize_t oh0, Py_ssize_t oh1) noexcept nogil:
+    """The item's grad_output rows -> E rows: each row scaled by ww per output column,
+    expanded, then multiplied by its D and H weight (once here, not in every grad_input
+    row using it)."""
+    cdef Py_ssize_t L = g.L, Wo = g.Wo, rl = g.W * g.L
+    cdef Py_ssize_t noh = oh1 - oh0 if oh1 > oh0 else 0
+    cdef Py_ssize_t od, oh, ow, l
+    cdef acc_t s
+    cdef acc_t* erow
+    cdef bint fused, tpre = False
     # two slots past the row for the tap tables: +0.0 (an empty cover) and -0.0 (padding)
     for l in range(L):
         grow[Wo * L + l] = 0
@@ -1328,7 +1318,6 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
     # lanes that are planes (small NCHW planes, one D row): the item's grad_output rows,
     # contiguous in each plane, gathered at once eight planes by eight values through a
     # transpose, each row with its two slots after it (rows Wo + 2 positions apart)
-    tpre = False
     if acc_t is float:
         if store_t is not double:
             if (g.tstore and od1 > od0 and noh > 0 and g.gs[4] == 1 and g.gs[3] == Wo
@@ -1346,8 +1335,6 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                         for l in range(L):
                             T[(oh * (Wo + 2) + Wo) * L + l] = 0
                             T[(oh * (Wo + 2) + Wo + 1) * L + l] = -0.0
-    # grad_output rows -> E rows: each row scaled by ww per output column, expanded, then
-    # multiplied by its D and H weight (once here, not in every grad_input row using it)
     for od in range(od0, od1):
         for oh in range(oh0, oh1):
             erow = E + ((od - od0) * noh + (oh - oh0)) * rl
@@ -1391,6 +1378,81 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                             for l in range(L):
                                 grow[ow * L + l] = grow[ow * L + l] * s
             _expand(grow, erow, g, acc, wd[od] * wh[oh])
+
+
+cdef inline void _store_planes(store_t* xbase, const Gather* g, const acc_t* S, acc_t* P,
+                               Py_ssize_t idd, Py_ssize_t h0, Py_ssize_t h1) noexcept nogil:
+    """tstore: one D row of the item's grad_input rows, kept in S with C planes as lanes,
+    stored to the planes."""
+    cdef Py_ssize_t W = g.W, L = g.L, rl = g.W * g.L
+    cdef Py_ssize_t ih, ow, l, l0, l1
+    cdef const acc_t* src
+    cdef store_t* dst
+    if acc_t is float:
+        if store_t is not double:
+            # rows that follow each other in every plane: eight planes by eight values
+            # through a transpose; whole planes that follow each other in an output larger
+            # than the cache (tstage) go through the stage P and out as one streamed run
+            # (no read of the lines they replace)
+            if g.xs[4] == 1 and g.xs[3] == W:
+                if (g.tstage and h0 == 0 and h1 == g.H and g.xs[5] == g.H * W
+                        and pg_tstore(P, g.H * W, S, g.H * W, L, g.kind)):
+                    if store_t is float:
+                        pg_stream_f32(xbase + idd * g.xs[2], <const float*>P, L * g.H * W)
+                    else:
+                        pg_stream_u16(xbase + idd * g.xs[2], <const uint16_t*>P, L * g.H * W)
+                    return
+                if pg_tstore(xbase + idd * g.xs[2] + h0 * g.xs[3], g.xs[5], S, (h1 - h0) * W,
+                             L, g.kind):
+                    return
+    # lane l is plane c = l: store 16 planes at a time, reading one cache line of lanes per
+    # element and writing within those planes only
+    for l0 in range(0, L, 16):
+        l1 = min(l0 + 16, L)
+        for ih in range(h0, h1):
+            for ow in range(W):
+                src = S + (ih - h0) * rl + ow * L
+                dst = xbase + idd * g.xs[2] + ih * g.xs[3] + ow * g.xs[4]
+                for l in range(l0, l1):
+                    _store1(dst + l * g.xs[5], src[l], g.kind)
+
+
+cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
+                       const acc_t* wd, const acc_t* wh, const acc_t* ww,
+                       acc_t* buf, Py_ssize_t item) noexcept nogil:
+    """One work item of the separable gather: its block of grad_input rows, in the plan's
+    C form where that takes it, else as E rows (_expand_rows) summed per row here."""
+    cdef Py_ssize_t W = g.W, L = g.L, Wo = g.Wo
+    cdef Py_ssize_t rl = W * L
+    cdef Box box = _item_box(g, item)
+    cdef Py_ssize_t c = box.c, n = box.n, d0 = box.d0, d1 = box.d1, h0 = box.h0, h1 = box.h1
+    cdef Py_ssize_t od0 = g.dlo[d0], od1 = g.dhi[d1 - 1]
+    cdef Py_ssize_t oh0 = g.hlo[h0], oh1 = g.hhi[h1 - 1]
+    cdef Py_ssize_t noh = oh1 - oh0 if oh1 > oh0 else 0
+    # scratch: row pointers | grow row + 2 slots | acc row | 16-bit row | E rows
+    cdef const acc_t** rows = <const acc_t**>buf
+    cdef acc_t* grow = buf + g.max_terms * (sizeof(void*) // sizeof(acc_t))
+    cdef acc_t* acc = grow + (Wo + 2) * L
+    cdef uint16_t* tmp16 = <uint16_t*>(acc + rl)
+    cdef acc_t* E = acc + rl + (rl + 1) // 2
+    # tstore: the item's grad_input rows, kept until they are stored plane by plane
+    cdef acc_t* S = E + g.rows_cap * rl
+    # tstore: the item's grad_output rows in lane order (pg_tload), after its rows
+    cdef acc_t* T = S + g.bh * rl
+    cdef acc_t* P = T + g.rows_cap * (Wo + 2) * L   # and a stage of S's size
+    cdef Py_ssize_t od, oh, idd, ih, a, b, p, q
+    cdef Py_ssize_t nr
+    cdef const acc_t* src
+    cdef store_t* dst
+    cdef pg_stage st
+    cdef bint staged = False
+    # rows of grad_input that are contiguous are formed right in place
+    cdef bint direct = (L == 1 and g.xs[4] == 1) or (g.xs[5] == 1 and g.xs[4] == L)
+    cdef const store_t* gbase = go + n * g.gs[0] + c * g.gs[1]
+    cdef store_t* xbase = gi + n * g.xs[0] + c * g.xs[1]
+    if _item_form(gbase, xbase, g, wd, wh, ww, rows, grow, acc, E, S, P, d0, d1, h0, h1):
+        return
+    _expand_rows(gbase, g, wd, wh, ww, grow, acc, E, T, od0, od1, oh0, oh1)
     # grad_input rows: sums of the E rows that cover them, stored once; float64 rows that
     # follow each other in memory (one D row, or whole planes) through the stage
     if store_t is double:
@@ -1457,35 +1519,7 @@ cdef void _gather_item(const store_t* go, store_t* gi, const Gather* g,
                 pg_combine_f64(acc, rows, nr, rl, 0)
             _store_row(acc, dst, g.xs[4], g.xs[5], W, L, g.kind, g.stream, tmp16)
         if g.tstore:
-            if acc_t is float:
-                if store_t is not double:
-                    # rows that follow each other in every plane: eight planes by eight
-                    # values through a transpose; whole planes that follow each other in an
-                    # output larger than the cache (tstage) go through the stage P and out
-                    # as one streamed run (no read of the lines they replace)
-                    if g.xs[4] == 1 and g.xs[3] == W:
-                        if (g.tstage and h0 == 0 and h1 == g.H and g.xs[5] == g.H * W
-                                and pg_tstore(P, g.H * W, S, g.H * W, L, g.kind)):
-                            if store_t is float:
-                                pg_stream_f32(xbase + idd * g.xs[2], <const float*>P,
-                                              L * g.H * W)
-                            else:
-                                pg_stream_u16(xbase + idd * g.xs[2], <const uint16_t*>P,
-                                              L * g.H * W)
-                            continue
-                        if pg_tstore(xbase + idd * g.xs[2] + h0 * g.xs[3], g.xs[5], S,
-                                     (h1 - h0) * W, L, g.kind):
-                            continue
-            # lane l is plane c = l: store 16 planes at a time, reading one cache line of
-            # lanes per element and writing within those planes only
-            for l0 in range(0, L, 16):
-                l1 = min(l0 + 16, L)
-                for ih in range(h0, h1):
-                    for ow in range(W):
-                        src = S + (ih - h0) * rl + ow * L
-                        dst = xbase + idd * g.xs[2] + ih * g.xs[3] + ow * g.xs[4]
-                        for l in range(l0, l1):
-                            _store1(dst + l * g.xs[5], src[l], g.kind)
+            _store_planes(xbase, g, S, P, idd, h0, h1)
     if store_t is double:
         if acc_t is double:
             if staged:
