@@ -284,11 +284,12 @@ LLC_BYTES, LLC_CPUS = last_level_cache()
 
 # outputs larger than the planned threads' share of the last-level cache (at least 8 MiB)
 # are written with streaming (cache-bypassing) stores, on rows of at least
-# STREAM_ROW_BYTES, or (float32 C items, pg_item.h) as whole blocks of rows through a
-# stage (pg_stream.h).  Long rows and blocks of rows gain from streaming where the output
-# is larger than the cache, short rows streamed one by one lose; an output within the
-# planned threads' share of the cache is written faster through it.  STREAM_BYTES caps
-# the threshold (the tests set it to -1 to stream every output).
+# STREAM_ROW_BYTES, or as whole blocks of rows (streaming_region: the float32 C items and
+# float64 register rows through a stage, pg_stream.h; the max-pool scatter's blocks).
+# Long rows and blocks of rows gain from streaming where the output is larger than the
+# cache, short rows streamed one by one lose; an output within the planned threads' share
+# of the cache is written faster through it.  STREAM_BYTES caps the threshold (the tests
+# set it to -1 to stream every output).
 STREAM_BYTES = max(8 << 20, LLC_BYTES)
 STREAM_ROW_BYTES = 4096
 
