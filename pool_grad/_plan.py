@@ -7,6 +7,9 @@ clipped input window [start[o], end[o]) and a divisor factor; the divisor of a w
 the product of its axes' factors (or divisor_override), which is what makes the average
 gradients separable.  For the gather form of a gradient, each input index i also needs the
 range [lo[i], hi[i]) of output indices whose windows hold it.
+
+The limits below are the rules of which form runs; docs/performance.md ("The measurements
+behind the planner's rules") has what each was measured from.
 """
 import dataclasses
 import functools
@@ -146,24 +149,17 @@ SCRATCH_ELEMS = 1 << 17
 # blocks that fit that budget only by expanding their grad_output rows more than
 # SCRATCH_REEXPAND times on average (the rows a block shares with its neighbours: wide
 # channels-last rows under windows of many rows) get up to SCRATCH_GROW times the budget:
-# E rows past the L2 cost less than expanding them again (k11 s1 p5, 32x64x112x112
-# channels-last float32, 2 threads, 2-vCPU EPYC: blocks of 7 rows expanding 17, 39.7 ms;
-# of 56 rows, 28.3 ms; k3 s1 p1, 16 of 14, 10.0 against 9.6 ms, stays)
+# E rows past the L2 cost less than expanding them again
 SCRATCH_REEXPAND = 1.25
 SCRATCH_GROW = 4
 # ... and twice that again, up to SCRATCH_GROW_MAX times, where the blocks still expand more
-# than SCRATCH_REEXPAND times: rows of 112 x 256 lanes under k7 s1 p3 (13 E rows for 7
-# grad_input rows at 4x, 20 for 14 at 8x) took 0.80-0.83x the time at 8x, float32 and
-# float16, 1 and 2 threads (2-vCPU EPYC; channels-last / NCHW, 1 thread: float32 1.36 ->
-# 1.11, 16-bit 1.57-1.60 -> 1.32-1.35); the other wide channels-last calls tried stop at
-# 4x (k3 s1 p1 C = 256 at 56, k7 s1 p3 C = 64 and k11 s1 p5 at 112, k5 s1 p2 C = 128 at
-# 56), where 8x gave the same times with twice the workspace
+# than SCRATCH_REEXPAND times (blocks that no longer do gain nothing from more: the same
+# time in twice the workspace)
 SCRATCH_GROW_MAX = 8
 # a parallel call wants at least 4 work items per core (and MIN_ITEMS) to balance threads,
 # but blocks are not split below MIN_ITEM_VALUES values (a smaller call runs on one thread:
-# C_GRAIN_BYTES).  More items cost more where blocks split a plane's rows: a channels-last
-# batch of one, 1x64x112x112 k3 s2, as 112 one-row items took 1.4-1.8x the time of 8
-# (2-vCPU EPYC), expanding each grad_output row twice or more
+# C_GRAIN_BYTES).  More items cost more where blocks split a plane's rows: each block
+# expands again the grad_output rows it shares with its neighbours
 MIN_ITEMS = 8
 MIN_ITEM_VALUES = 4096
 
@@ -288,17 +284,12 @@ LLC_BYTES, LLC_CPUS = last_level_cache()
 
 # outputs larger than the planned threads' share of the last-level cache (at least 8 MiB)
 # are written with streaming (cache-bypassing) stores, on rows of at least
-# STREAM_ROW_BYTES, or (float32 C items, pg_item.h) as whole blocks of rows through a
-# stage (pg_stream.h).  Measured (benchmarks/): streaming short rows one by one is slower
-# than ordinary stores, while long rows (channels-last) gain 15-20 % and row blocks of the
-# k3s2p1 case 13-24 % (see REGION_ROW_BYTES) where the output is larger than the cache.
-# An output that fits is written faster through it, but only by enough threads: on the
-# 16-CPU Xeon (300 MB L3 shared by all 16) a traffic pass writing the benchmark's 51-103
-# MB outputs took 0.41-0.60x the time with streaming stores on 1 thread, 0.45-0.96x on 2,
-# 0.65-1.05x on 4, 0.54-1.02x on 8 and 0.93-2.7x on 16; the kernels, streamed, 0.34-0.95x
-# on 1 thread (max-pool 112 -> 7: 20.3 -> 7.3 ms), 0.56-1.77x on 16.  On the 2-vCPU EPYC
-# (16 MB L3 shared by both), 12.8 MB outputs took 1.4-2x as long streamed on 2 threads.
-# STREAM_BYTES caps the threshold (the tests set it to -1 to stream every output).
+# STREAM_ROW_BYTES, or as whole blocks of rows (streaming_region: the float32 C items and
+# float64 register rows through a stage, pg_stream.h; the max-pool scatter's blocks).
+# Long rows and blocks of rows gain from streaming where the output is larger than the
+# cache, short rows streamed one by one lose; an output within the planned threads' share
+# of the cache is written faster through it.  STREAM_BYTES caps the threshold (the tests
+# set it to -1 to stream every output).
 STREAM_BYTES = max(8 << 20, LLC_BYTES)
 STREAM_ROW_BYTES = 4096
 
@@ -312,12 +303,9 @@ def stream_bytes(threads):
 
 # Outputs larger than this are planned in both store forms, the one stream_bytes implies
 # and the other (streamed where it is not, ordinary stores where it is), and the kernel's
-# first calls time the two and keep the faster (PlannedKernel.set_alternate): which is
-# faster depends on the machine more than any rule here can tell.  On a 2-vCPU Cascade
-# Lake (36 MB L3) streaming took 1.1-1.7x the time of ordinary stores for 13 of the
-# suite's 17 large cases on 1 and 2 threads (a bare pass over the same bytes 1.3x), where
-# the 2-vCPU EPYC and the 16-CPU Xeon's single thread had gained from it.  None: never
-# (the tests and benchmarks/instructions.py, which count one form's instructions).
+# first calls time the two and keep the faster (PlannedKernel.add_alternate): which is
+# faster depends on the machine more than any rule here can tell.  None: never (the tests
+# and benchmarks/instructions.py, which count one form's instructions).
 TUNE_BYTES = 8 << 20
 
 # a limit that no output exceeds: the form with ordinary stores only
@@ -332,16 +320,11 @@ def streaming(out6, threads, limit=None):
     return out6.nbytes > limit and row >= STREAM_ROW_BYTES and on("stream")
 
 
-# rows shorter than this are not streamed as blocks either: the k2s2 case's 224-byte rows
-# took 1.1x the time of ordinary stores that way with the row-by-row line writer, and
-# 1.18-1.23x through the stage (it takes them from the one-term item, pg_item.h's `single`),
-# the k3s2p1 case's 448-byte rows 0.8x (2-vCPU EPYC)
+# rows shorter than this are not streamed as blocks either: short rows streamed that way
+# lose to ordinary stores
 REGION_ROW_BYTES = 256
-# ... and this for small planes folded into D whose windows overlap (each item's block of
-# rows is then whole planes, one run in memory): on the 2-vCPU EPYC (64 planes, 24 MB
-# float32 outputs, 1 and 2 threads) k3s2p1 took 0.76-0.93x the time of ordinary stores at
-# W = 24 to 56 (rows of 96 to 224 bytes), k3s1p1 0.92-1.02x; adaptive 3-D windows (a D axis
-# of their own, not folded) took 0.70-0.78x on one thread but 1.08-1.42x on two
+# ... and this for small planes folded into D whose windows overlap: each item's block of
+# rows is then whole planes, one run in memory, which streams well in shorter rows
 FOLDED_REGION_ROW_BYTES = 64
 
 
@@ -359,12 +342,8 @@ def streaming_region(out6, threads, min_row=None, limit=None):
 # Outputs larger than this are also planned in another shape of the same work where the
 # operator has one (store_forms' ``variant``: the average-pool gradient's row form beside
 # its float64 stride-1 strips down each plane, pg_item.h's pg_fused1_strips_f64) and timed
-# with the store forms.  On the 2-vCPU EPYC the float64 strips took 0.81-0.85x the time of
-# the row loop in the cache (k3s1p1 8 x 64 x 56 x 56); on the 2-vCPU Cascade Lake the
-# float32 strips (a form since removed) took 0.77x the time of the rows for a 0.2 MB output
-# in its L2, 1.0x at 0.8 MB, 1.15-1.4x from 3.2 MB on (k3s2p1 and k3s1p1, 1 thread), and
-# the row form in the cache beat both the strips and the streamed rows at 26-103 MB
-# (0.75-0.87x on 1 and 2 threads).  None: never.
+# with the store forms: which is faster depends on the machine and on how much of the
+# output a core's L2 holds.  None: never.
 TUNE_SHAPE_BYTES = 1 << 20
 
 
@@ -735,20 +714,13 @@ TSTORE_W = 12
 TSTORE_ELEMS = 1 << 17
 # ... and for float32 and 16-bit with at least 8 planes, whose rows go in and out eight
 # planes by eight values through transposes (pg_tpose.h), these widths, by element size
-# and whether the windows are disjoint (disjoint_windows).  On the 2-vCPU EPYC (64 planes
-# of 12..32 square, 16 MB float32 outputs, 1 and 2 threads) the lanes took, against the
-# folded planes' time: float32 k3s2p1 0.48-0.79x up to W = 16, 0.85-1.11x at 24-32,
-# k3s1p1 0.70-0.94x up to 16, 1.0-1.22x past it; 16-bit k3s2p1 and k3s1p1 0.24-0.80x up
-# to W = 32; disjoint windows (k2s2), whose folded planes copy each value without sums,
-# 0.35-0.42x for 16-bit below W = 16 and 1.2-2.4x from it, float32 1.2-1.4x from W = 12.
-# Since the 16-bit rows' sums are inlined (pg_item.h), overlapping windows in 16 bits
-# take 0.69-0.98x the lanes' time from W = 28 (k3s2p1, k3s1p1; 24 MB, 1 and 2 threads),
-# at W = 24 0.85-1.16x, at 20 1.12-1.35x
+# and whether the windows are disjoint (disjoint_windows): narrower rows run faster as
+# lanes than as folded planes' rows (narrower still for disjoint windows, whose folded
+# rows copy each value without sums)
 TSTORE_W_FAST = {(4, True): 12, (4, False): 17, (2, True): 16, (2, False): 28}
 # ... and for windows that overlap and move on by one column each (stride 1,
-# step_windows), whose rows go as step runs (pg_item.h): 16-bit k3s1p1 rows took
-# 0.94-0.95x the lanes' time at W = 16, 0.69-0.89x at 20 and 24, 1.14-1.17x at 14;
-# float32 k3s1p1 and k2s1p0 0.78-0.94x at 16, 0.95-1.36x at 12 and 14 (2-vCPU EPYC, 24 MB)
+# step_windows), whose rows go as step runs (pg_item.h), faster than the lanes from
+# these widths
 TSTORE_W_STEP = {2: 16, 4: 16}
 
 
@@ -760,33 +732,20 @@ def step_windows(spec):
 
 # channels-last lanes fewer than this (C < 16) are merged into the W axis where the strides
 # allow (flat_lanes): each row is then a row of W * C values of one lane, with a tap table
-# of its own (flat_taps), and one-tap rows are spread by permutes (_plan.spread).  On the
-# 2-vCPU EPYC the merged rows took 0.4-0.9x the lane path's time for C = 3, 8, 9, 12 and
-# 15 with k2s2 and adaptive windows, 0.9-1.0x with k3s2p1 (float32, float16); for C = 16
-# and 24 k3s2p1 took 1.2-1.7x and 16-bit k2s2 up to 3.8x (blocks spanning more than 16
-# values are not spread), so wider lanes stay lanes
+# of its own (flat_taps), and one-tap rows are spread by permutes (_plan.spread).  Wider
+# lanes run faster as lanes (a block spanning more than 16 values is not spread)
 FLAT_LANES_MAX = 16
 # ... and lanes fewer than this, by element size, merge where the merged W axis has a
 # period-1 polyphase form (stride 1: flat_polyphase), whose loops add the terms C apart
-# without tap tables.  On the 2-vCPU EPYC (24 MB, 2 threads, k3s1p1 and k7s1p3 at 56 and
-# 112, k5s1p2 at 28) the merged rows took 0.55-0.97x the lane path's time for C = 16 to 56
-# in float32, 0.95-1.07x for C = 64 and 1.05-1.09x for C = 128 (float64 0.98-1.01x for
-# C = 16 and 32, 1.31-1.38x for C = 64); bfloat16 and float16 0.51-0.86x for C = 16 to
-# 32 and 0.72-0.85x for C = 64 to 512 (1 and 2 threads)
+# without tap tables (faster than the lanes up to these C)
 FLAT_STEP_LANES_MAX = {2: 1 << 62, 4: 64, 8: 64}
 # ... and lanes fewer than this merge where it has a period-2 form (stride 2, C >= 8:
-# flat_polyphase) of several terms a value.  On the 2-vCPU EPYC (24 MB, 2 threads, k3s2p1
-# at 28, 56 and 112, k5s2p2 at 56) the merged rows took 0.65-0.93x the lane path's time
-# for bfloat16 and float16 C = 16 to 32, 0.84-1.14x for C = 64 and 0.86-1.36x for C = 128
-# and 256; float32 C = 16 and 20 0.77-1.16x, C = 24 and 32 0.82-1.24x.  k2s2 (one term a
-# value) took 1.07-1.19x for 16-bit C = 16 to 48, so it stays lanes
+# flat_polyphase) of several terms a value; one term a value (k2s2) stays faster as lanes
 FLAT_STEP2_LANES_MAX = {2: 64, 4: 16, 8: 16}
 
 
-# merged rows of at least this many lanes take a period-2 polyphase form (flat_polyphase):
-# against their tap spreads, on the 2-vCPU EPYC (24 MB, 2 threads, k3s2p1 at 56 and 112,
-# k4s2p1, k5s2p2) 0.71-0.93x the time for float32 C = 8 to 15, 0.58-0.77x for 16-bit;
-# float64 (pg_poly2s_avx2_f64) 0.64-0.84x at k3s2p1 112, C = 8 and 12
+# merged rows of at least this many lanes take a period-2 polyphase form (flat_polyphase),
+# faster than their tap spreads; its loops go eight lanes at a time
 FLAT_POLY2_LANES = 8
 
 
@@ -814,10 +773,9 @@ def flat_taps(tp, w, n_out, lanes):
 
 
 # planes that run as lanes go TSTORE_LANES at a time where C allows (tstore_lanes), and
-# TSTORE_ELEMS bounds a block's planes, not all C.  On the 2-vCPU EPYC (2 threads, 105 MB
-# float32 outputs) 512 planes of 14 x 14 in blocks of 64 took 0.87-1.01x the time of one
-# block of 512 (bfloat16 k2s2 0.87x), blocks of 16 1.07-1.10x; and the blocks take C = 1024
-# at 14 x 14 and 2048 at 8 x 8 off the folded planes, at 0.17-0.67x their time
+# TSTORE_ELEMS bounds a block's planes, not all C: blocks of 64 planes run about as fast as
+# one block of all C (smaller ones slower), and let very wide C (1024 planes of 14 x 14) run
+# as lanes rather than as folded planes
 TSTORE_LANES = 64
 
 
@@ -843,32 +801,21 @@ def lane_blocks(arr6, lb):
 
 
 # channels-last grad_output with an NCHW grad_input (one-shot results are C-contiguous)
-# runs as plane lanes where a block of planes holds at most this many elements: on the
-# 2-vCPU EPYC the suite's channels-last cases into NCHW took 0.57-0.86x the time of the
-# plane rows reading grad_output strided (bfloat16 k2s2 1.0x on 2 threads, 0.80x on 1)
+# runs as plane lanes where a block of planes holds at most this many elements: the lanes
+# read grad_output where it lies, faster than plane rows that read it strided
 MIXED_LANES_ELEMS = 1 << 20
 # small planes along a real D axis (3-D NCDHW) run as plane lanes too
 # plane lanes of PLANE_REGS_W (by element size) to 16 columns (grad_output rows up to 14),
 # at most PLANE_REGS_TAPS windows a column, go one plane at a time, each row in two
-# registers (pg_plane.h), where the CPU has AVX2.  On the 2-vCPU EPYC (C = 8, 64, 256; 1
-# and 2 threads) they took, against the transposes' time, in cache (1 MB outputs): float32
-# k3s2p1 and adaptive 0.56-0.82x from W = 10 to 16, 0.75-1.08x at 8, 1.2-2.5x below 8;
-# k3s1p1 (3 taps) 0.78-1.44x at 10 to 14; 16-bit k3s2p1 0.72-0.92x at 14 and 16 (0.81-1.24x
-# at 10 and 12), adaptive 0.8-1.05x, the rest 1.0-3.4x.  Outputs larger than the cache
-# (48 MB, streamed, C = 64 and 256): float32 k3s2p1 0.63-0.70x at W = 10, 14, 16, adaptive
-# 0.73-0.84x; 16-bit k3s2p1 0.64-0.89x at W = 14 and 16, adaptive 0.91-1.0x
+# registers (pg_plane.h), where the CPU has AVX2: from these widths they beat the
+# transposes
 PLANE_REGS_W = {4: 10, 2: 14}
 PLANE_REGS_TAPS = 2
 
 
 # ... and planes of PLANE_SLIDING_W columns or more whose W taps slide with the column
 # (stride 1, sliding_taps), up to PLANE_SLIDING_TAPS a column, whose E rows are loads
-# from the staged rows (pg_plane_aff): on the 2-vCPU Cascade Lake, 1 thread, k3s1p1
-# against the lanes, float32 8 x 8 0.71x the time, 10 x 10 0.74x, 12 x 12 0.66x, 14 x 14
-# 0.60x; bfloat16 10 x 10 0.92x, 14 x 14 0.71x (7 x 7: 1.0x float32, 1.07x bfloat16, left
-# to the lanes); in the cache (4 x 64 planes, 0.1-0.4 MB), float32 k3s1p1 8 x 8 0.59x,
-# 14 x 14 0.63x, k2s1 9 x 9 0.82x; 16-bit k3s1p1 12 x 12 0.74x, 14 x 14 0.68x, 10 x 10
-# 0.95-0.97x
+# from the staged rows (pg_plane_aff), faster than the lanes from these widths
 PLANE_SLIDING_W = {4: 8, 2: 10}
 PLANE_SLIDING_TAPS = 4
 
@@ -992,8 +939,7 @@ def gather_blocks(dcov, hcov, D, H, row_len, planes, n_cpu, folded=False):
     are the only redundancy), then H blocks are split until there are enough items to
     balance the threads -- D blocks first where D holds folded planes, which share no E
     rows (splitting them costs nothing, while an H split re-expands rows) -- but not below
-    MIN_ITEM_VALUES values (the 1x16x4x4 seed split into 64 one-row items took 11.7 k
-    instructions a call, 2.2 k as one item)."""
+    MIN_ITEM_VALUES values (tiny items cost more to run than they balance)."""
     def rows(bd, bh):
         return _max_span(*dcov, D, bd) * _max_span(*hcov, H, bh)
 
@@ -1035,18 +981,8 @@ def scatter_sparse(plane, n_out, block):
     blocks of `block` values (lanes included) should map the groups it adds to.  Only for
     blocks well past the L2, which only a single row longer than the scratch budget
     makes: a block within the budget is read back faster than the map's branches are
-    taken (->7x7 float32, 1 thread, 2-vCPU EPYC: channels-last 16-row blocks, 458 KB,
-    1.01-1.05x the time with the map, 18-row ones 1.03-1.05x, 113x113 planes 1.02-1.11x;
-    NCHW planes, 50 KB, 1.05-1.12x; blocks of 1.8 and 3.2 MB made for the test,
-    0.8-1.07x)."""
+    taken."""
     return n_out * SPARSE_VALUES <= plane and block >= SPARSE_BLOCK_VALUES and on("sparse")
-
-
-# the max-pool gradient whose windows, two wide, tile the plane (W = 2*Wo, H = Ho*kh), or
-# channels-last with windows of at most 64 positions that tile it: the index check's pass
-# codes each index's place in its window, and planes whose indices all lie in their
-# windows are written as a gather from those codes (_kernels._window_item, _lwindow_run),
-# the others scattered; False: always the scatter (the tests compare the two)
 
 
 def scatter_blocks(H, row_len, planes, n_cpu, Ho=0):
@@ -1056,9 +992,7 @@ def scatter_blocks(H, row_len, planes, n_cpu, Ho=0):
     Where the output rows' windows tile the plane (H = Ho * kh, the adaptive windows), a
     block that is split holds whole windows where it can: a window cut by a block edge
     has its indices on both sides, and the scatter then adds each group of four indices
-    with some outside the block through its slower mixed path, once per block
-    (32x64x112x112 -> 7x7 float32 channels-last, 1 thread: 2.83 ms with 16-row blocks,
-    3.16 ms with the 18 rows of the budget, 2.93-3.10 ms with 8; 2-vCPU EPYC)."""
+    with some outside the block through its slower mixed path, once per block."""
     bh = max(1, min(H, SCRATCH_ELEMS // max(row_len, 1)))
     kh = H // Ho if Ho and H % Ho == 0 else 0
     if kh and kh <= bh < H:
@@ -1164,10 +1098,8 @@ def gather_geometry(spec, shape6, acc, n_cpu, folded=False, flat=1):
 
 
 # folded planes narrower than this, by element size, run as one row each where their
-# windows allow (flat_planes, flat_plane_ok).  On the 2-vCPU EPYC (k2s2, 64 planes, 16 and
-# 51 MB outputs, 1 and 2 threads) the rows took, against the faster of the folded planes'
-# rows and the plane lanes: 16-bit 0.35-0.84x for W = 8..32 (at W = 56 5-7x: wider spreads),
-# float32 0.57-0.82x for W = 8..16, at W = 28 0.91-1.77x
+# windows allow (flat_planes, flat_plane_ok): below these widths they beat the folded
+# planes' rows and the plane lanes; wider planes lose to their wider spreads
 FLAT_PLANE_W = {4: 17, 2: 33}
 
 
@@ -1286,10 +1218,13 @@ def flat_polyphase(lo, hi, period, n_out, tp, lanes):
 
 # float32 and float64 storage, 16-bit (the kernels' K_* numbers, as KINDS)
 K_F32, K_F64, K_F16, K_BF16 = 0, 1, 2, 3
-# channels-last rows formed without E rows (lanes): at most this many terms a value
+# channels-last rows formed without E rows (lanes): at most this many terms a value (each
+# value sums all its terms there, where E rows sum those along W once for all the rows
+# that share them)
 LANES_ROW_TERMS = 8
-# ... and rows of at most this many bytes are formed once and copied to the rows with
-# the same windows, where there are at least LANES_COPY_MIN of them
+# ... and rows of at most this many bytes (which the core's L2 keeps for their copies) are
+# formed once and copied to the rows with the same windows, where there are at least
+# LANES_COPY_MIN of them; two such rows are formed together instead
 LANES_COPY_BYTES = 131072
 LANES_COPY_MIN = 3
 
@@ -1391,11 +1326,13 @@ def gather_choice(go6, gi6, kind, rnd, geometry, stream, region, big, tstore, fi
              and 0 < m <= MAX_TAPS and not tstore and not fill
              and terms <= 8 and terms * m <= LANES_ROW_TERMS and gs[5] == 1 and xs[5] == 1
              and avx2 and _kernels.f16c_in_use())
-    crun = None
+    crun = None   # 16-bit only: their rounding is what a column run saves
     if lanes and W > 1 and kind in (K_F16, K_BF16) and on("crun"):
         crun = column_runs(np.asarray(taps_).reshape(W, m))
     lanes_copy = lanes and W * L * es <= LANES_COPY_BYTES and on("lanes_copy")
     col16 = (xs[4] * es) % 16 == 0 and (L * es) % 16 == 0   # columns that can stream
+    # where the rows stream: pairs of equal rows formed together where their columns can
+    # stream, else copied from one formed in the thread's scratch (it streams as one run)
     lanes_pair = lanes and stream and col16
     copy_min = 2 if lanes_copy and stream and not col16 else LANES_COPY_MIN
     fused64 = strips = False
@@ -1414,7 +1351,8 @@ def gather_choice(go6, gi6, kind, rnd, geometry, stream, region, big, tstore, fi
                        and W % 4 == 0 and gs[4] == 1 and xs[4] == 1 and xs[3] == W
                        and np.all(dhi - dlo == 1))
         strips = fused64 and strips
-    # the C item of 32- and 16-bit rows (pg_item.h)
+    # the C item of 32- and 16-bit rows (pg_item.h), rows long enough to stream one by one
+    # included (float32 streams them as its region)
     c_item = (kind != K_F64 and rnd == 0 and L == 1 and gs[4] == 1 and xs[4] == 1
               and m > 0 and not tstore and not fill
               and (not stream or kind != K_F32 or region))
@@ -1422,12 +1360,16 @@ def gather_choice(go6, gi6, kind, rnd, geometry, stream, region, big, tstore, fi
     if c_item:
         item_region = region and kind == K_F32
         spread = runs[4 if kind == K_F32 else 3] is not None and on("narrow")
-        # one term a value: single rows (k2s2, adaptive 2:1), R rows where E rows would be
+        # one term a value: single rows (k2s2, adaptive 2:1), whose R rows and a pointer
+        # each ((Wo + 2) values + 8 bytes, up to 7 of alignment) fit where E rows would be
         if (on("single") and m == 1 and (Wo + 2) * (4 if kind == K_F32 else 2) + 16 <= 4 * W
                 and np.all(dhi - dlo <= 1) and np.all(hhi - hlo <= 1)):
             two = bool(np.array_equal(np.asarray(taps_), np.arange(W) // 2))
             pairs = ((two or spread) and big and on("pairs") and (W * es) % 16 == 0
                      and (xs[3] * es) % 16 == 0 and int(_runs(dlo, dhi).max()) == 1)
+            # pairs of rows streamed, but not where planes under one D window are copied
+            # from the first (the copies would read back what was streamed); float32 rows
+            # long enough for the region go as single rows where their pairs stream
             if not item_region or pairs:
                 single, dup2, pair_nt, item_region = True, two, pairs, False
     item = ("plane" if plane else "lanes" if lanes

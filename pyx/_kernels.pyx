@@ -388,12 +388,9 @@ ALIGN = C_ALIGN
 # alternate's call is compared with the mean of the planned form's calls just before and
 # after it, which cancels a drift of the machine's speed, and the median of those ratios
 # decides: the alternate of least median is kept where it is below TUNE_MARGIN.  All
-# forms give the same bits, and which is faster depends on the machine (on the 2-vCPU
-# EPYC streaming stores wrote outputs larger than the cache 13-24 % faster, on a 2-vCPU
-# Cascade Lake 1.3x slower; benchmarks/stream_ab.py), on the call and on what else the
-# process does with the cache.  The least times of three calls a form, compared instead,
-# had kept the slower of two forms 10-13 % apart in 3 of 12 tries right after a PyTorch
-# call (2-vCPU Cascade Lake).
+# forms give the same bits, and which is faster depends on the machine, on the call and
+# on what else the process does with the cache; least times, compared instead, can keep
+# the slower form (docs/performance.md).
 cdef enum:
     C_TUNE_TIMED = 5
     C_TUNE_CALLS = 2 * (1 + C_TUNE_TIMED) + 1
@@ -1950,10 +1947,9 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
             dummy -= shift
     # float32 blocks of one run in an output in the cache (not streamed): the sums are
     # added straight into grad_input, zeroed first, with no flush pass (the same additions
-    # from +0.0 in the same order as into buf: the same bits).  The mixed groups' dummy
-    # slots stay in buf, as an offset from the block.  ->7x7 float32 4x64x112x112 (13 MB)
-    # took 0.41-0.55x the time on 1 and 2 threads, NCHW, channels-last and 113x113 (the
-    # buffer's flush had loaded, cleared and stored every value; 2-vCPU EPYC)
+    # from +0.0 in the same order as into buf: the same bits), which saves the flush's
+    # load, clear and store of every value.  The mixed groups' dummy slots stay in buf, as
+    # an offset from the block.
     cdef acc_t* tgt = buf
     cdef bint direct = False
     if acc_t is float:
@@ -1988,12 +1984,9 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
                     continue
                 if fk >= 0:
                     # grad_output or indices not channels-last (NCHW planes, say) into a
-                    # channels-last block: a few columns of every lane at a time (each
-                    # value of the block gets the same additions in the same order as over
-                    # the pixels' lanes).  32x64x112x112 -> 56x56 bfloat16, NCHW planes,
-                    # 2-vCPU EPYC: 47.8 -> 10.3 ms on 1 thread, 24.4 -> 5.8 ms on 2 (lane
-                    # by lane across the planes; all channels-last, its gather form: 4.3
-                    # and 3.2 ms)
+                    # channels-last block: a few columns of every lane at a time, so that
+                    # the values added to lie on a few lines (each value of the block gets
+                    # the same additions in the same order as over the pixels' lanes)
                     pg_scatter_lane_rows(tgt, gp, gs5, gs4, fk, jp, js5, js4, j64, Wo, L, lo,
                                          hi - lo, dummy, amap, shift)
                     continue
