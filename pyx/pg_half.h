@@ -1,10 +1,12 @@
 /*
  * 16-bit float conversions and the cube_math_type roundings, as static inline C so that
- * the hot loops can inline them (numpy's npy_half_* functions cannot be inlined).
+ * the hot loops can inline them (numpy's npy_half_* functions cannot be inlined), and the
+ * conversions of contiguous rows.
  *
  * Every float32 -> 16-bit conversion rounds to nearest, ties to even, keeps NaN quiet and
- * overflows to infinity, as IEEE 754 conversion does.  The code works on bit patterns only,
- * so it gives the same answer whatever the FPU's flush-to-zero or rounding-mode state.
+ * overflows to infinity, as IEEE 754 conversion does.  The scalar functions work on bit
+ * patterns only, so they give the same answer whatever the FPU's flush-to-zero or
+ * rounding-mode state; the vector layer (pg_vec.h) gives their bits eight lanes at a time.
  */
 #ifndef PG_HALF_H
 #define PG_HALF_H
@@ -27,99 +29,6 @@ static inline uint16_t pg_f32_to_bf16(float f)
     if ((u & 0x7FFFFFFFu) > 0x7F800000u)          /* NaN: keep sign and payload top, quiet */
         return (uint16_t)((u >> 16) | 0x0040u);
     return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
-/* contiguous bfloat16 rows, written branch-free so that compilers vectorise them; x86
- * CPUs with AVX2 get builds of them for it, chosen at run time (bit-identical: integer
- * operations only) */
-#define PG_BF16_IN(NAME_IN, ATTR)                                                   \
-ATTR static void NAME_IN(const uint16_t *s, float *d, ptrdiff_t n)                  \
-{                                                                                   \
-    for (ptrdiff_t i = 0; i < n; i++) {                                             \
-        uint32_t u = (uint32_t)s[i] << 16;                                          \
-        memcpy(d + i, &u, 4);                                                       \
-    }                                                                               \
-}
-
-static void pg_f32_to_bf16_row_base(const float *s, uint16_t *d, ptrdiff_t n)
-{
-    for (ptrdiff_t i = 0; i < n; i++) {
-        uint32_t u;
-        memcpy(&u, s + i, 4);
-        uint32_t r = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-        uint32_t q = (u >> 16) | 0x0040u;
-        d[i] = (uint16_t)(((u & 0x7FFFFFFFu) > 0x7F800000u) ? q : r);
-    }
-}
-
-PG_BF16_IN(pg_bf16_to_f32_row_base, )
-
-#if PG_X86_DISPATCH
-PG_BF16_IN(pg_bf16_to_f32_row_avx2, PG_TARGET_AVX2)
-
-/* eight float32 values rounded to bfloat16 (the formula above: round to nearest even,
- * NaN kept quiet), one per 32-bit lane */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline __m256i pg_bf16_round8_avx2(__m256 x)
-{
-    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
-    const __m256i absmask = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
-    const __m256i quiet = _mm256_set1_epi32(0x40);
-    __m256i u = _mm256_castps_si256(x);
-    __m256i hi = _mm256_srli_epi32(u, 16);
-    __m256i r = _mm256_srli_epi32(
-        _mm256_add_epi32(_mm256_add_epi32(u, bias), _mm256_and_si256(hi, one)), 16);
-    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, absmask), inf);
-    return _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet), nan);
-}
-
-/* sixteen values rounded the same way (a then b), packed in order: the NaN test is one
- * compare for both blocks, so rows without NaN (nearly all) take the rounding alone */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline __m256i pg_bf16_round16_avx2(__m256 a, __m256 b)
-{
-    __m256i p;
-    if (_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q))) {
-        p = _mm256_packus_epi32(pg_bf16_round8_avx2(a), pg_bf16_round8_avx2(b));
-    } else {
-        /* finite and infinite values: u + 0x7FFF + (bit 16 of u), top half */
-        const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
-        const __m256i ua = _mm256_castps_si256(a), ub = _mm256_castps_si256(b);
-        const __m256i ra = _mm256_add_epi32(_mm256_add_epi32(ua, bias),
-                                            _mm256_and_si256(_mm256_srli_epi32(ua, 16), one));
-        const __m256i rb = _mm256_add_epi32(_mm256_add_epi32(ub, bias),
-                                            _mm256_and_si256(_mm256_srli_epi32(ub, 16), one));
-        p = _mm256_packus_epi32(_mm256_srli_epi32(ra, 16), _mm256_srli_epi32(rb, 16));
-    }
-    /* both halves are 0..0xFFFF: the unsigned-saturating pack keeps them, per 128-bit lane,
-     * and the permute puts the lanes back in order */
-    return _mm256_permute4x64_epi64(p, 0xD8);
-}
-
-/* the row rounding written out with it, 16 values a step (the compiler's version of the
- * loop above spends about 2.5 instructions a value on widening and narrowing) */
-PG_TARGET_AVX2 static void pg_f32_to_bf16_row_avx2(const float *s, uint16_t *d, ptrdiff_t n)
-{
-    ptrdiff_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        _mm256_storeu_si256((__m256i *)(d + i), pg_bf16_round16_avx2(_mm256_loadu_ps(s + i),
-                                                                     _mm256_loadu_ps(s + i + 8)));
-    }
-    for (; i < n; i++) d[i] = pg_f32_to_bf16(s[i]);
-}
-#define PG_BF16_ROW(base, avx2, ...) (pg_have_avx2() ? avx2(__VA_ARGS__) : base(__VA_ARGS__))
-#else
-#define PG_BF16_ROW(base, avx2, ...) base(__VA_ARGS__)
-#endif
-
-static inline void pg_bf16_to_f32_row(const uint16_t *s, float *d, ptrdiff_t n)
-{
-    PG_BF16_ROW(pg_bf16_to_f32_row_base, pg_bf16_to_f32_row_avx2, s, d, n);
-}
-
-static inline void pg_f32_to_bf16_row(const float *s, uint16_t *d, ptrdiff_t n)
-{
-    PG_BF16_ROW(pg_f32_to_bf16_row_base, pg_f32_to_bf16_row_avx2, s, d, n);
 }
 
 /* IEEE binary16. */
@@ -179,33 +88,46 @@ static inline float pg_round_hf32(float f)
 
 static inline float pg_round_fp16(float f) { return pg_f16_to_f32(pg_f32_to_f16(f)); }
 
-/*
- * Contiguous rows of float16 <-> float32.  x86 CPUs with F16C convert 8 values per
- * instruction; the choice is made at run time (the wheel targets baseline x86-64), and both
- * paths give the same bits: IEEE conversion, round to nearest even, NaN made quiet.
- */
-#if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__)) \
-    && !defined(PG_NO_DISPATCH)
-#include <immintrin.h>
-#define PG_F16C_DISPATCH 1
-
-__attribute__((target("avx,f16c")))
-static void pg_f16_to_f32_row_f16c(const uint16_t *s, float *d, ptrdiff_t n)
+/* AVX2 forms of the bfloat16 rounding, for the vector layer (pg_f8x2_to_bf16) and the
+ * headers not yet written against it; and whether the CPU converts float16 in hardware */
+#if PG_X86_DISPATCH
+/* eight float32 values rounded to bfloat16 (pg_f32_to_bf16's bits: round to nearest
+ * even, NaN kept quiet), one per 32-bit lane */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline __m256i pg_bf16_round8_avx2(__m256 x)
 {
-    ptrdiff_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(d + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(s + i))));
-    for (; i < n; i++) d[i] = _cvtsh_ss(s[i]);
+    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
+    const __m256i absmask = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
+    const __m256i quiet = _mm256_set1_epi32(0x40);
+    __m256i u = _mm256_castps_si256(x);
+    __m256i hi = _mm256_srli_epi32(u, 16);
+    __m256i r = _mm256_srli_epi32(
+        _mm256_add_epi32(_mm256_add_epi32(u, bias), _mm256_and_si256(hi, one)), 16);
+    __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, absmask), inf);
+    return _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet), nan);
 }
 
-__attribute__((target("avx,f16c")))
-static void pg_f32_to_f16_row_f16c(const float *s, uint16_t *d, ptrdiff_t n)
+/* sixteen values rounded the same way (a then b), packed in order: the NaN test is one
+ * compare for both blocks, so rows without NaN (nearly all) take the rounding alone */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline __m256i pg_bf16_round16_avx2(__m256 a, __m256 b)
 {
-    ptrdiff_t i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm_storeu_si128((__m128i *)(d + i),
-                         _mm256_cvtps_ph(_mm256_loadu_ps(s + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++) d[i] = _cvtss_sh(s[i], _MM_FROUND_TO_NEAREST_INT);
+    __m256i p;
+    if (_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q))) {
+        p = _mm256_packus_epi32(pg_bf16_round8_avx2(a), pg_bf16_round8_avx2(b));
+    } else {
+        /* finite and infinite values: u + 0x7FFF + (bit 16 of u), top half */
+        const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
+        const __m256i ua = _mm256_castps_si256(a), ub = _mm256_castps_si256(b);
+        const __m256i ra = _mm256_add_epi32(_mm256_add_epi32(ua, bias),
+                                            _mm256_and_si256(_mm256_srli_epi32(ua, 16), one));
+        const __m256i rb = _mm256_add_epi32(_mm256_add_epi32(ub, bias),
+                                            _mm256_and_si256(_mm256_srli_epi32(ub, 16), one));
+        p = _mm256_packus_epi32(_mm256_srli_epi32(ra, 16), _mm256_srli_epi32(rb, 16));
+    }
+    /* both halves are 0..0xFFFF: the unsigned-saturating pack keeps them, per 128-bit lane,
+     * and the permute puts the lanes back in order */
+    return _mm256_permute4x64_epi64(p, 0xD8);
 }
 
 static int pg_have_f16c(void)
@@ -213,22 +135,117 @@ static int pg_have_f16c(void)
     return (pg_cpu_features() & (PG_CPU_AVX | PG_CPU_F16C)) == (PG_CPU_AVX | PG_CPU_F16C);
 }
 #else
-#define PG_F16C_DISPATCH 0
 static int pg_have_f16c(void) { return 0; }
-static void pg_f16_to_f32_row_f16c(const uint16_t *s, float *d, ptrdiff_t n) { (void)s; (void)d; (void)n; }
-static void pg_f32_to_f16_row_f16c(const float *s, uint16_t *d, ptrdiff_t n) { (void)s; (void)d; (void)n; }
+#endif
+
+/* the row conversions below are written against the vector layer, which includes this
+ * file for the functions above: it includes it once more at its end, for them */
+#include "pg_vec.h"
+
+#endif /* PG_HALF_H */
+
+#if defined(PG_VEC_COMPLETE) && !defined(PG_HALF_ROWS)
+#define PG_HALF_ROWS
+/*
+ * Contiguous rows: float16 or bfloat16 to float32 and back, n values from s to d (which do
+ * not overlap).  One body against the vector layer, eight values a step (sixteen for the
+ * bfloat16 rounding, which AVX2 tests for NaN sixteen at a time), the last step
+ * overlapping the one before where n is not a multiple of 8; rows shorter than 8 go value
+ * by value.  Instantiated for AVX2 with F16C (hardware float16 conversion) and for the
+ * baseline (SSE2 or NEON), chosen at run time; every path gives the scalar functions' bits.
+ *
+ * op: 0 float16 -> float32, 1 float32 -> float16, 2 bfloat16 -> float32,
+ *     3 float32 -> bfloat16
+ */
+#if PG_VEC
+PG_VEC_INLINE void pg_cvt8(const void *s, void *d, ptrdiff_t i, int op, int isa)
+{
+    const uint16_t *h = (const uint16_t *)s + i;
+    const float *f = (const float *)s + i;
+    if (op == 0) pg_f8_store((float *)d + i, pg_f8_from_f16(pg_h8_load(h), isa));
+    else if (op == 1) pg_h8_store((uint16_t *)d + i, pg_f8_to_f16(pg_f8_load(f), isa));
+    else if (op == 2) pg_f8_store((float *)d + i, pg_f8_from_bf16(pg_h8_load(h)));
+    else pg_h8_store((uint16_t *)d + i, pg_f8_to_bf16(pg_f8_load(f)));
+}
+
+PG_VEC_INLINE void pg_cvt_row_body(const void *s, void *d, ptrdiff_t n, int op, int isa)
+{
+    ptrdiff_t i = 0;
+    if (op == 3) {
+        for (; i + 16 <= n; i += 16)
+            pg_f8x2_store_bf16((uint16_t *)d + i, pg_f8_load((const float *)s + i),
+                               pg_f8_load((const float *)s + i + 8), isa);
+    }
+    for (; i + 8 <= n; i += 8) pg_cvt8(s, d, i, op, isa);
+    if (i < n && n >= 8) {
+        pg_cvt8(s, d, n - 8, op, isa);
+        return;
+    }
+    for (; i < n; i++) {
+        if (op == 0) ((float *)d)[i] = pg_f16_to_f32(((const uint16_t *)s)[i]);
+        else if (op == 1) ((uint16_t *)d)[i] = pg_f32_to_f16(((const float *)s)[i]);
+        else if (op == 2) ((float *)d)[i] = pg_bf16_to_f32(((const uint16_t *)s)[i]);
+        else ((uint16_t *)d)[i] = pg_f32_to_bf16(((const float *)s)[i]);
+    }
+}
+
+#define PG_CVT_ROWS(SFX, ATTR, ISA)                                                         \
+ATTR static void pg_f16_to_f32_row_##SFX(const uint16_t *s, float *d, ptrdiff_t n)         \
+{ pg_cvt_row_body(s, d, n, 0, ISA); }                                                      \
+ATTR static void pg_f32_to_f16_row_##SFX(const float *s, uint16_t *d, ptrdiff_t n)         \
+{ pg_cvt_row_body(s, d, n, 1, ISA); }                                                      \
+ATTR static void pg_bf16_to_f32_row_##SFX(const uint16_t *s, float *d, ptrdiff_t n)        \
+{ pg_cvt_row_body(s, d, n, 2, ISA); }                                                      \
+ATTR static void pg_f32_to_bf16_row_##SFX(const float *s, uint16_t *d, ptrdiff_t n)        \
+{ pg_cvt_row_body(s, d, n, 3, ISA); }
+
+PG_CVT_ROWS(base, , PG_ISA_BASE)
+#if PG_X86_DISPATCH
+PG_CVT_ROWS(avx2, PG_TARGET_AVX2_F16C, PG_ISA_AVX2)
+/* the AVX2 copies where the CPU has AVX2 and F16C (and pg_set_simd allows them) */
+#define PG_CVT_ROW(name, ...) \
+    (pg_have_avx2() && pg_have_f16c() ? name##_avx2(__VA_ARGS__) : name##_base(__VA_ARGS__))
+#else
+#define PG_CVT_ROW(name, ...) name##_base(__VA_ARGS__)
+#endif
+
+#else   /* no vector layer (MSVC): value by value */
+static void pg_f16_to_f32_row_base(const uint16_t *s, float *d, ptrdiff_t n)
+{
+    for (ptrdiff_t i = 0; i < n; i++) d[i] = pg_f16_to_f32(s[i]);
+}
+static void pg_f32_to_f16_row_base(const float *s, uint16_t *d, ptrdiff_t n)
+{
+    for (ptrdiff_t i = 0; i < n; i++) d[i] = pg_f32_to_f16(s[i]);
+}
+static void pg_bf16_to_f32_row_base(const uint16_t *s, float *d, ptrdiff_t n)
+{
+    for (ptrdiff_t i = 0; i < n; i++) d[i] = pg_bf16_to_f32(s[i]);
+}
+static void pg_f32_to_bf16_row_base(const float *s, uint16_t *d, ptrdiff_t n)
+{
+    for (ptrdiff_t i = 0; i < n; i++) d[i] = pg_f32_to_bf16(s[i]);
+}
+#define PG_CVT_ROW(name, ...) name##_base(__VA_ARGS__)
 #endif
 
 static inline void pg_f16_to_f32_row(const uint16_t *s, float *d, ptrdiff_t n)
 {
-    if (pg_have_f16c()) { pg_f16_to_f32_row_f16c(s, d, n); return; }
-    for (ptrdiff_t i = 0; i < n; i++) d[i] = pg_f16_to_f32(s[i]);
+    PG_CVT_ROW(pg_f16_to_f32_row, s, d, n);
 }
 
 static inline void pg_f32_to_f16_row(const float *s, uint16_t *d, ptrdiff_t n)
 {
-    if (pg_have_f16c()) { pg_f32_to_f16_row_f16c(s, d, n); return; }
-    for (ptrdiff_t i = 0; i < n; i++) d[i] = pg_f32_to_f16(s[i]);
+    PG_CVT_ROW(pg_f32_to_f16_row, s, d, n);
 }
 
-#endif
+static inline void pg_bf16_to_f32_row(const uint16_t *s, float *d, ptrdiff_t n)
+{
+    PG_CVT_ROW(pg_bf16_to_f32_row, s, d, n);
+}
+
+static inline void pg_f32_to_bf16_row(const float *s, uint16_t *d, ptrdiff_t n)
+{
+    PG_CVT_ROW(pg_f32_to_bf16_row, s, d, n);
+}
+#endif /* PG_HALF_ROWS */

@@ -11,7 +11,7 @@
  *
  * What differs between instruction sets is passed as a constant `isa` and chosen here,
  * never in a kernel body: PG_ISA_AVX2 (AVX2 and F16C: float16 converted in hardware) or
- * PG_ISA_BASE (SSE2 on x86, float16 converted lane by lane with pg_half.h's functions;
+ * PG_ISA_BASE (SSE2 on x86, float16 converted in integer and float32 lane operations;
  * aarch64, float16 converted in hardware through _Float16).
  *
  * MSVC has no vector extensions: PG_VEC is 0 there, and the kernels keep their element
@@ -87,6 +87,50 @@ PG_TARGET_AVX2_F16C static inline void pg_f8_to_f16_f16c(const pg_f8 *v, pg_h8 *
 }
 #endif
 
+/* All ones in the lanes whose top bit is set, zero elsewhere: pg_sign_mask(a - b) is the
+ * comparison a < b for lanes that differ by less than 2^31.  gcc splits a subtraction and
+ * a shift of 32-byte vectors into two 16-byte instructions each on 128-bit targets (SSE2,
+ * NEON) but makes eight scalar compares of a 32-byte `<`; AVX2 pays one instruction more
+ * than a compare. */
+PG_VEC_INLINE pg_u8 pg_sign_mask(pg_u8 d) { return (pg_u8)((pg_i8)d >> 31); }
+
+/* The same two conversions in lane operations only (integer and float32 arithmetic), for
+ * instruction sets without float16 hardware (SSE2): the bits of pg_half.h's pg_f16_to_f32
+ * and pg_f32_to_f16 for every input, NaN payloads and signs included (checked over all
+ * 2^16 and 2^32 inputs), under the default rounding mode, with or without flush-to-zero
+ * and denormals-are-zero (no float operation here has a float32 subnormal operand or
+ * result, except inputs below 2^-25, which round to zero either way). */
+PG_VEC_INLINE pg_f8 pg_f8_from_f16_soft(pg_h8 h)
+{
+    const pg_u8 x = __builtin_convertvector(h, pg_u8);
+    const pg_u8 a = (x & 0x7FFF) << 13;                  /* exponent and mantissa, placed */
+    /* rebias the exponent 15 -> 127, and once more for inf and NaN (31 -> 255) */
+    pg_u8 r = a + 0x38000000 + (pg_sign_mask(0x0F7FFFFF - a) & 0x38000000);
+    r |= pg_sign_mask(0x0F800000 - a) & 0x400000;           /* NaN made quiet */
+    /* zero and subnormals, m * 2^-24: (1 + m / 1024) * 2^-14 - 2^-14, exact */
+    const pg_u8 sub = pg_sign_mask(a - 0x00800000);
+    const pg_u8 s = (pg_u8)((pg_f8)(a | 0x38800000) - 6.103515625e-05f);
+    r = (sub & s) | (~sub & r);
+    return (pg_f8)(r | (x & 0x8000) << 16);
+}
+
+PG_VEC_INLINE pg_h8 pg_f8_to_f16_soft(pg_f8 v)
+{
+    const pg_u8 u = (pg_u8)v, a = u & 0x7FFFFFFF;
+    /* normal half (a >= 2^-14): rebias 127 -> 15 and drop 13 bits to nearest even (a carry
+     * into the exponent is the right answer) */
+    pg_u8 r = (a - 0x38000000 + 0xFFF + ((a >> 13) & 1)) >> 13;
+    /* subnormal half: adding 0.5 leaves a * 2^24 rounded to nearest even in the mantissa */
+    const pg_u8 sub = pg_sign_mask(a - 0x38800000);
+    const pg_u8 s = (pg_u8)((pg_f8)a + 0.5f) - 0x3F000000;
+    r = (sub & s) | (~sub & r);
+    /* 65520 and up: infinity; NaN: quiet, the payload's top 9 bits kept */
+    const pg_u8 big = pg_sign_mask(0x477FEFFF - a);
+    const pg_u8 inf = 0x7C00 | (pg_sign_mask(0x7F800000 - a) & (0x200 | ((a >> 13) & 0x3FF)));
+    r = (big & inf) | (~big & r);
+    return __builtin_convertvector(r | ((u >> 16) & 0x8000), pg_h8);
+}
+
 PG_VEC_INLINE pg_f8 pg_f8_from_f16(pg_h8 h, int isa)
 {
 #if PG_X86_DISPATCH
@@ -100,9 +144,7 @@ PG_VEC_INLINE pg_f8 pg_f8_from_f16(pg_h8 h, int isa)
 #if PG_VEC_F16
     return __builtin_convertvector((pg_hf8)h, pg_f8);
 #else
-    float t[8];   /* lane by lane, through memory (inserting lanes costs more) */
-    for (int i = 0; i < 8; i++) t[i] = pg_f16_to_f32(h[i]);
-    return pg_f8_load(t);
+    return pg_f8_from_f16_soft(h);
 #endif
 }
 
@@ -119,11 +161,7 @@ PG_VEC_INLINE pg_h8 pg_f8_to_f16(pg_f8 v, int isa)
 #if PG_VEC_F16
     return (pg_h8)__builtin_convertvector(v, pg_hf8);
 #else
-    float t[8];
-    uint16_t u[8];
-    pg_f8_store(t, v);
-    for (int i = 0; i < 8; i++) u[i] = pg_f32_to_f16(t[i]);
-    return pg_h8_load(u);
+    return pg_f8_to_f16_soft(v);
 #endif
 }
 
@@ -138,7 +176,7 @@ PG_VEC_INLINE pg_h8 pg_f8_to_bf16(pg_f8 v)
 {
     const pg_u8 u = (pg_u8)v, hi = u >> 16;
     const pg_u8 r = (u + 0x7FFF + (hi & 1)) >> 16;
-    const pg_u8 nan = (pg_u8)((u & 0x7FFFFFFF) > 0x7F800000);   /* all ones where NaN */
+    const pg_u8 nan = pg_sign_mask(0x7F800000 - (u & 0x7FFFFFFF));   /* all ones where NaN */
     return __builtin_convertvector((r & ~nan) | ((hi | 0x40) & nan), pg_h8);
 }
 
@@ -168,6 +206,32 @@ PG_VEC_INLINE void pg_f8x2_to_bf16(pg_f8 a, pg_f8 b, pg_h8 *ha, pg_h8 *hb, int i
     (void)isa;
     *ha = pg_f8_to_bf16(a);
     *hb = pg_f8_to_bf16(b);
+}
+
+/* the same sixteen values stored from p on (unaligned), a then b: one 32-byte store on AVX2 */
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2_F16C static inline void pg_f8x2_store_bf16_avx2(void *p, const pg_f8 *a,
+                                                               const pg_f8 *b)
+{
+    __m256 x, y;
+    memcpy(&x, a, 32);
+    memcpy(&y, b, 32);
+    const __m256i q = pg_bf16_round16_avx2(x, y);
+    memcpy(p, &q, 32);
+}
+#endif
+
+PG_VEC_INLINE void pg_f8x2_store_bf16(void *p, pg_f8 a, pg_f8 b, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_f8x2_store_bf16_avx2(p, &a, &b);
+        return;
+    }
+#endif
+    (void)isa;
+    pg_h8_store(p, pg_f8_to_bf16(a));
+    pg_h8_store((char *)p + 16, pg_f8_to_bf16(b));
 }
 
 /* eight values of a format (0 float32, 1 float16, 2 bfloat16: the lanes' numbers) */
@@ -239,5 +303,10 @@ PG_VEC_INLINE void pg_f8_transpose8(pg_f8 r[8], int isa)
 #else
 #define PG_VEC 0
 #endif
+
+/* pg_half.h's row conversions are written against this layer: a file that included
+ * pg_half.h first, or this file first (which included pg_half.h above), gets them here */
+#define PG_VEC_COMPLETE 1
+#include "pg_half.h"
 
 #endif

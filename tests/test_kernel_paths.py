@@ -3144,3 +3144,26 @@ def _as(a, layout):
 
 def _pair(v):
     return tuple(v) if isinstance(v, tuple) else (v, v)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 256, 256), (1, 4096, 4, 4), (1, 2048, 8, 4)],
+                         ids=["rows", "small-planes", "small-planes-8"])
+def test_every_float16_value_converts_exactly_on_every_path(shape, request):
+    """All 65536 float16 bit patterns as grad_output of a 2x2 average (every grad_input
+    value one quarter of one grad_output value): float16 -> float32 exactly, and the
+    quarter (exact in float32, subnormal halves rounding to nearest even) back to float16,
+    NaN made quiet with its sign and payload: numpy's conversions' bits, on the AVX2 (F16C)
+    loops and the baseline ones (pg_vec.h's lane conversions on SSE2), whole rows
+    (pg_half.h's row conversions) and small planes (pg_tpose.h's transposes)."""
+    g = np.arange(65536, dtype=np.uint32).astype(np.uint16).view(np.float16).reshape(shape)
+    with np.errstate(invalid="ignore"):
+        want = (g.astype(np.float32) * np.float32(0.25)).astype(np.float16)
+    want = np.repeat(np.repeat(want, 2, axis=2), 2, axis=3).view(np.uint16)
+    x_shape = shape[:2] + (shape[2] * 2, shape[3] * 2)
+
+    def runs():
+        outs = [pg.avg_pool2d_backward(g, x_shape, 2, 2, 0).view(np.uint16)]
+        np.testing.assert_array_equal(outs[0], want)
+        return outs
+
+    _same_bits_after(request, "baseline_simd", runs)
