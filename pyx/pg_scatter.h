@@ -1,7 +1,9 @@
 /*
- * The max-pool gradient's scatter, AVX2 loops for its common configuration: contiguous
- * grad_output and index rows, one lane (L = 1), float32 / bfloat16 / float16 values summed
- * in a float32 block buffer.
+ * The max-pool gradient's scatter for its common configuration: contiguous grad_output and
+ * index rows, float32 / bfloat16 / float16 values summed in a float32 block buffer.
+ * Written once against the vector layer (pg_vec.h) and compiled twice: AVX2 and F16C where
+ * the CPU has them, SSE2 or NEON elsewhere (pg_scatter_fast says whether either runs; where
+ * neither does, MSVC, the caller keeps its element loops).
  *
  * pg_scatter_row: buf[j[i] - lo] += g[i], i = 0, 1, ... in order (the same additions in the
  * same order as the baseline loop in _kernels.pyx, so the same bits), for the indices with
@@ -25,8 +27,8 @@
  * are all unset as zeros without reading them (the block is zero there) and clears the
  * others' bytes.  A byte left set only costs a read, never a wrong value.
  *
- * kind: 0 float32, 1 bfloat16, 2 float16.  Called only where pg_scatter_fast(kind) says the
- * CPU has the instructions.
+ * kind: 0 float32, 1 bfloat16, 2 float16.  Called only where pg_scatter_fast(kind) says so.
+ * The gather forms further down (windows that tile the plane) are AVX2 only for now.
  */
 #ifndef PG_SCATTER_H
 #define PG_SCATTER_H
@@ -39,65 +41,95 @@
 #include "pg_half.h"
 #include "pg_stream.h"
 #include "pg_tpose.h"
+#include "pg_vec.h"
 
 /* *b += v with the running total as the first operand of the instruction too: where both
  * are NaN, x86 returns the first one's bits, and a compiler may put either operand of `+=`
- * first (it did differently for different formats), so the baseline and AVX2 loops both
- * add through this */
+ * first, so the baseline and vector loops all add through this (pg_acc_isa in the vector
+ * bodies: the add VEX-encoded in their AVX2 copies) */
 PG_ALWAYS_INLINE
 static inline void pg_acc(float *b, float v)
 {
-#if PG_HAVE_STREAM
+#if PG_VEC
+    *b = pg_add_first(*b, v, PG_ISA_BASE);
+#elif PG_HAVE_STREAM
     _mm_store_ss(b, _mm_add_ss(_mm_load_ss(b), _mm_set_ss(v)));
 #else
     *b = *b + v;
 #endif
 }
 
+#if PG_VEC
+PG_VEC_INLINE void pg_acc_isa(float *b, float v, int isa) { *b = pg_add_first(*b, v, isa); }
+#endif
+
+/* 2: the AVX2 copies, 1: the baseline ones (SSE2, NEON), 0: the caller's element loops */
+static inline int pg_scatter_isa(int kind)
+{
+#if PG_X86_DISPATCH
+    if (pg_have_avx2() && (kind != 2 || pg_have_f16c())) return 2;
+#endif
+    (void)kind;
+    return PG_VEC;
+}
+
 static inline int pg_scatter_fast(int kind)
 {
-    return pg_have_h16(kind != 2);
+    return pg_scatter_isa(kind) != 0;
 }
 
-#if PG_X86_DISPATCH
-/* four grad values widened to float32 */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m128 pg_load4(const void *g, ptrdiff_t i, int kind)
+/* the first index from which whole 64-byte lines of dst begin (n: none, or dst not aligned
+ * to its element size) */
+static inline ptrdiff_t pg_flush_head(const void *dst, ptrdiff_t n, int kind)
 {
-    if (kind == 0)
-        return _mm_loadu_ps((const float *)g + i);
-    const __m128i h = _mm_loadl_epi64((const __m128i *)((const uint16_t *)g + i));
-    if (kind == 1)
-        return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16));
-    return _mm_cvtph_ps(h);
+    const ptrdiff_t es = kind ? 2 : 4, mis = (ptrdiff_t)((uintptr_t)dst & 63u);
+    const ptrdiff_t head = ((uintptr_t)dst % (uintptr_t)es) ? n : (mis ? (64 - mis) / es : 0);
+    return head > n ? n : head;
 }
 
-/* one grad value widened (float16 through F16C: the same value as pg_half.h's) */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline float pg_load1(const void *g, ptrdiff_t i, int kind)
+/* where a block to be streamed to dst should start in a 32-byte aligned scratch area (0..7
+ * values in), so that its loads and stores in pg_flush_block are aligned */
+static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
+{
+    return (8 - pg_flush_head(dst, n, kind) % 8) % 8;
+}
+
+#if PG_VEC
+/* four grad values widened to float32 */
+PG_VEC_INLINE pg_f4 pg_load4(const void *g, ptrdiff_t i, int kind, int isa)
+{
+    if (kind == 0) {
+        pg_f4 v;
+        memcpy(&v, (const float *)g + i, 16);
+        return v;
+    }
+    pg_h4 h;
+    memcpy(&h, (const uint16_t *)g + i, 8);
+    return kind == 1 ? pg_f4_from_bf16(h) : pg_f4_from_f16(h, isa);
+}
+
+/* one grad value widened (float16: the same value as pg_half.h's) */
+PG_VEC_INLINE float pg_load1(const void *g, ptrdiff_t i, int kind, int isa)
 {
     if (kind == 0)
         return ((const float *)g)[i];
     const uint16_t h = ((const uint16_t *)g)[i];
-    return kind == 1 ? pg_bf16_to_f32(h) : _cvtsh_ss(h);
+    return kind == 1 ? pg_bf16_to_f32(h) : pg_f16_to_f32_isa(h, isa);
 }
 
 /* the four indices at j + i (int64, or int32 sign-extended), minus lo */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m256i pg_idx4(const void *j, ptrdiff_t i, int j64, __m256i lo)
+PG_VEC_INLINE pg_uq4 pg_idx4(const void *j, ptrdiff_t i, int j64, pg_uq4 lo)
 {
-    const __m256i v = j64 ? _mm256_loadu_si256((const __m256i *)((const int64_t *)j + i))
-                          : _mm256_cvtepi32_epi64(
-                                _mm_loadu_si128((const __m128i *)((const int32_t *)j + i)));
-    return _mm256_sub_epi64(v, lo);
+    const pg_q4 v = j64 ? pg_q4_load((const int64_t *)j + i)
+                        : pg_q4_from_i32((const int32_t *)j + i);
+    return (pg_uq4)v - lo;
 }
 
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_scatter_body(float *PG_RESTRICT buf, const void *g, int kind,
+PG_VEC_INLINE void pg_scatter_body(float *PG_RESTRICT buf, const void *g, int kind,
                                    const void *j, int j64, ptrdiff_t n, uint64_t lo,
                                    uint64_t span, ptrdiff_t lanes, int tstep,
                                    ptrdiff_t dummy, uint8_t *PG_RESTRICT map,
-                                   ptrdiff_t mshift)
+                                   ptrdiff_t mshift, int isa)
 {
     /* value t of the row goes to position q of the block: buf[q] for a row of one lane,
      * buf[q * lanes + t] for the lanes of one pixel (channels-last, tstep 1), buf[q * lanes]
@@ -105,99 +137,44 @@ static inline void pg_scatter_body(float *PG_RESTRICT buf, const void *g, int ki
 #define PG_AT(q, t) (lanes == 1 ? (ptrdiff_t)(q)                                            \
                      : (ptrdiff_t)(q) * lanes + (tstep ? (ptrdiff_t)(t) : 0))
     /* with a map: the 8-value group of each position added to marked (pg_flush_block) */
-#define PG_ADD(at, v) do { const ptrdiff_t at_ = (at); pg_acc(buf + at_, (v)); \
+#define PG_ADD(at, v) do { const ptrdiff_t at_ = (at); pg_acc_isa(buf + at_, (v), isa); \
                            if (map) map[(at_ + mshift) >> 3] = 1; } while (0)
-    /* unsigned r < span as a signed compare of both with the top bit flipped */
-    const __m256i flip = _mm256_set1_epi64x((long long)0x8000000000000000ull);
-    const __m256i lov = _mm256_set1_epi64x((long long)lo);
-    const __m256i spanf = _mm256_xor_si256(_mm256_set1_epi64x((long long)span), flip);
+    const pg_uq4 lov = {lo, lo, lo, lo}, spanv = {span, span, span, span};
     ptrdiff_t i = 0;
     for (; i + 4 <= n; i += 4) {
-        const __m256i r = pg_idx4(j, i, j64, lov);
-        const __m256i in = _mm256_cmpgt_epi64(spanf, _mm256_xor_si256(r, flip));
-        const int mask = _mm256_movemask_pd(_mm256_castsi256_pd(in));
+        const pg_uq4 r = pg_idx4(j, i, j64, lov);
+        const int mask = pg_q4_movemask((pg_q4)(r < spanv), isa);
         if (mask == 0)
             continue;   /* all four in other blocks */
+        int64_t rr[4];
+        float vv[4];
+        const pg_f4 v = pg_load4(g, i, kind, isa);
+        memcpy(rr, &r, 32);
+        memcpy(vv, &v, 16);
         if (mask == 0xF) {
-            int64_t rr[4];
-            float vv[4];
-            _mm256_storeu_si256((__m256i *)rr, r);
-            _mm_storeu_ps(vv, pg_load4(g, i, kind));
             PG_ADD(PG_AT(rr[0], i), vv[0]);
             PG_ADD(PG_AT(rr[1], i + 1), vv[1]);
             PG_ADD(PG_AT(rr[2], i + 2), vv[2]);
             PG_ADD(PG_AT(rr[3], i + 3), vv[3]);
             continue;
         }
-        {
-            /* some inside, some not: every value added, those outside the block to a
-             * slot of their own past it (dummy, never stored), so that no branch depends
-             * on the data (windows taller than a block make such groups common) */
-            int64_t rr[4];
-            float vv[4];
-            _mm256_storeu_si256((__m256i *)rr, r);
-            _mm_storeu_ps(vv, pg_load4(g, i, kind));
-            for (int k = 0; k < 4; k++) {
-                const uint64_t m = 0 - (uint64_t)((mask >> k) & 1);
-                const uint64_t at = (uint64_t)rr[k] * (uint64_t)lanes
-                                    + (uint64_t)(lanes == 1 || !tstep ? 0 : i + k);
-                PG_ADD((ptrdiff_t)((at & m) | ((uint64_t)(dummy + k) & ~m)), vv[k]);
-            }
+        /* some inside, some not: every value added, those outside the block to a slot of
+         * their own past it (dummy, never stored), so that no branch depends on the data
+         * (windows taller than a block make such groups common) */
+        for (int k = 0; k < 4; k++) {
+            const uint64_t m = 0 - (uint64_t)((mask >> k) & 1);
+            const uint64_t at = (uint64_t)rr[k] * (uint64_t)lanes
+                                + (uint64_t)(lanes == 1 || !tstep ? 0 : i + k);
+            PG_ADD((ptrdiff_t)((at & m) | ((uint64_t)(dummy + k) & ~m)), vv[k]);
         }
     }
     for (; i < n; i++) {
         const uint64_t q = (j64 ? (uint64_t)((const int64_t *)j)[i]
                                 : (uint64_t)(int64_t)((const int32_t *)j)[i]) - lo;
-        if (q < span) PG_ADD(PG_AT(q, i), pg_load1(g, i, kind));
+        if (q < span) PG_ADD(PG_AT(q, i), pg_load1(g, i, kind, isa));
     }
 #undef PG_ADD
 #undef PG_AT
-}
-
-/* with a map (a sparse scatter, a small part of its call's time): one loop, the kinds
- * tested inside */
-__attribute__((target("avx2,f16c")))
-static void pg_scatter_mapped(float *buf, const void *g, int kind, const void *j, int j64,
-                              ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
-                              ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
-{
-    pg_scatter_body(buf, g, kind, j, j64, n, lo, span, lanes, 1, dummy, map, mshift);
-}
-
-__attribute__((target("avx2,f16c")))
-static void pg_scatter_lanes(float *buf, const void *g, int kind, const void *j, int j64,
-                             ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
-                             ptrdiff_t dummy)
-{
-    if (j64) pg_scatter_body(buf, g, kind, j, 1, n, lo, span, lanes, 1, dummy, NULL, 0);
-    else pg_scatter_body(buf, g, kind, j, 0, n, lo, span, lanes, 1, dummy, NULL, 0);
-}
-
-__attribute__((target("avx2,f16c")))
-static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, int j64,
-                           ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
-                           ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
-{
-    if (map) {
-        pg_scatter_mapped(buf, g, kind, j, j64, n, lo, span, lanes, dummy, map, mshift);
-        return;
-    }
-    if (lanes != 1) {
-        pg_scatter_lanes(buf, g, kind, j, j64, n, lo, span, lanes, dummy);
-        return;
-    }
-    /* one lane, the kinds as constants: each loop carries no test on them */
-#define PG_ROW(k, w) pg_scatter_body(buf, g, k, j, w, n, lo, span, 1, 1, dummy, NULL, 0)
-    if (j64) {
-        if (kind == 0) PG_ROW(0, 1);
-        else if (kind == 1) PG_ROW(1, 1);
-        else PG_ROW(2, 1);
-    } else {
-        if (kind == 0) PG_ROW(0, 0);
-        else if (kind == 1) PG_ROW(1, 0);
-        else PG_ROW(2, 0);
-    }
-#undef PG_ROW
 }
 
 /* the rows of L lanes of a channels-last block whose grad_output or indices do not hold a
@@ -209,15 +186,14 @@ static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, i
  * of the block gets its additions in the same order as from pg_scatter_row over the
  * pixels' lanes: for its lane, the columns in order. */
 #define PG_LTILE 8
-#define PG_LAHEAD 16   /* prefetch distance in columns (8 to 32: the same time) */
+#define PG_LAHEAD 16   /* prefetch distance in columns */
 
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_scatter_lanes_body(float *PG_RESTRICT buf, const void *g, ptrdiff_t gl,
+PG_VEC_INLINE void pg_scatter_lanes_body(float *PG_RESTRICT buf, const void *g, ptrdiff_t gl,
                                          ptrdiff_t gt, int kind, const void *j,
                                          ptrdiff_t jl, ptrdiff_t jt, int j64, ptrdiff_t n,
                                          ptrdiff_t L, uint64_t lo, uint64_t span,
                                          ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift,
-                                         int rows)
+                                         int rows, int isa)
 {
     const ptrdiff_t es = kind ? 2 : 4, isz = j64 ? 8 : 4;
     int64_t jtile[PG_LTILE];
@@ -232,8 +208,8 @@ static inline void pg_scatter_lanes_body(float *PG_RESTRICT buf, const void *g, 
                 /* L rows read a tile at a time are more streams than the prefetchers
                  * follow: the next tiles' lines asked for here (past a row's end: the next
                  * row's) */
-                _mm_prefetch(jr + PG_LAHEAD * isz, _MM_HINT_T0);
-                _mm_prefetch(gr + PG_LAHEAD * es, _MM_HINT_T0);
+                __builtin_prefetch(jr + PG_LAHEAD * isz, 0, 3);
+                __builtin_prefetch(gr + PG_LAHEAD * es, 0, 3);
             }
             if (gt != 1) {
                 for (ptrdiff_t k = 0; k < m; k++) {
@@ -250,104 +226,62 @@ static inline void pg_scatter_lanes_body(float *PG_RESTRICT buf, const void *g, 
                 jr = (const char *)jtile;
             }
             pg_scatter_body(buf + l, gr, kind, jr, j64, m, lo, span, L, 0, dummy - l, map,
-                            mshift + l);
+                            mshift + l, isa);
         }
     }
 }
 
-__attribute__((target("avx2,f16c")))
-static void pg_scatter_lane_rows(float *buf, const void *g, ptrdiff_t gl, ptrdiff_t gt,
-                                 int kind, const void *j, ptrdiff_t jl, ptrdiff_t jt, int j64,
-                                 ptrdiff_t n, ptrdiff_t L, uint64_t lo, uint64_t span,
-                                 ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
-{
-#define PG_LR(k, w, r) pg_scatter_lanes_body(buf, g, gl, r ? 1 : gt, k, j, jl, r ? 1 : jt, w, \
-                                             n, L, lo, span, dummy, map, mshift, r)
-    if (map || gt != 1 || jt != 1) {
-        PG_LR(kind, j64, 0);
-        return;
-    }
-    /* rows in planes, the kinds as constants */
-    if (j64) {
-        if (kind == 0) PG_LR(0, 1, 1);
-        else if (kind == 1) PG_LR(1, 1, 1);
-        else PG_LR(2, 1, 1);
-    } else {
-        if (kind == 0) PG_LR(0, 0, 1);
-        else if (kind == 1) PG_LR(1, 0, 1);
-        else PG_LR(2, 0, 1);
-    }
-#undef PG_LR
-}
-
-/* the first index from which whole 64-byte lines of dst begin (n: none, or dst not aligned
- * to its element size) */
-static inline ptrdiff_t pg_flush_head(const void *dst, ptrdiff_t n, int kind)
-{
-    const ptrdiff_t es = kind ? 2 : 4, mis = (ptrdiff_t)((uintptr_t)dst & 63u);
-    const ptrdiff_t head = ((uintptr_t)dst % (uintptr_t)es) ? n : (mis ? (64 - mis) / es : 0);
-    return head > n ? n : head;
-}
-
 /* half a 64-byte line of sums (8 float32, or 16 values for a 16-bit format) in its output
  * format; zero: and cleared in buf */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m256i pg_line_half(float *s, int kind, int zero)
+PG_VEC_INLINE pg_i8 pg_line_half(float *s, int kind, int zero, int isa)
 {
-    const __m256 z = _mm256_setzero_ps();
+    const pg_f8 z = pg_f8_set1(0.0f);
     if (kind == 0) {
-        const __m256 a = _mm256_loadu_ps(s);
-        if (zero) _mm256_storeu_ps(s, z);
-        return _mm256_castps_si256(a);
+        const pg_f8 a = pg_f8_load(s);
+        if (zero) pg_f8_store(s, z);
+        return (pg_i8)a;
     }
-    const __m256 a = _mm256_loadu_ps(s), b = _mm256_loadu_ps(s + 8);
+    const pg_f8 a = pg_f8_load(s), b = pg_f8_load(s + 8);
     if (zero) {
-        _mm256_storeu_ps(s, z);
-        _mm256_storeu_ps(s + 8, z);
+        pg_f8_store(s, z);
+        pg_f8_store(s + 8, z);
     }
-    if (kind == 1) {
-        /* always the full rounding (a sum that is a bfloat16 value already keeps its top
-         * half through it): a test for that case mispredicts wherever windows overlap */
-        return pg_bf16_round16_avx2(a, b);
-    }
-    return _mm256_set_m128i(_mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT),
-                            _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+    /* bfloat16: always the full rounding (a sum that is a bfloat16 value already keeps its
+     * top half through it): a test for that case mispredicts wherever windows overlap */
+    return kind == 1 ? (pg_i8)pg_f8x2_to_bf16x16(a, b, isa) : (pg_i8)pg_f8x2_to_f16x16(a, b, isa);
 }
 
 /* one 64-byte line of output, streamed or not */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_line_store(char *d, __m256i lo, __m256i hi, int stream)
+PG_VEC_INLINE void pg_line_store(char *d, pg_i8 lo, pg_i8 hi, int stream, int isa)
 {
     if (stream) {
-        _mm256_stream_si256((__m256i *)d, lo);
-        _mm256_stream_si256((__m256i *)(d + 32), hi);
+        pg_i8_stream(d, lo, isa);
+        pg_i8_stream(d + 32, hi, isa);
     } else {
-        _mm256_storeu_si256((__m256i *)d, lo);
-        _mm256_storeu_si256((__m256i *)(d + 32), hi);
+        memcpy(d, &lo, 32);
+        memcpy(d + 32, &hi, 32);
     }
 }
 
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_flush1(float *s, char *d, int kind)
+PG_VEC_INLINE void pg_flush1(float *s, char *d, int kind, int isa)
 {
     if (kind == 0) memcpy(d, s, 4);
     else {
-        const uint16_t h = kind == 1 ? pg_f32_to_bf16(*s)
-                                     : _cvtss_sh(*s, _MM_FROUND_TO_NEAREST_INT);
+        const uint16_t h = kind == 1 ? pg_f32_to_bf16(*s) : pg_f32_to_f16_isa(*s, isa);
         memcpy(d, &h, 2);
     }
     *s = 0.0f;
 }
 
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_flush_body(float *PG_RESTRICT buf, char *PG_RESTRICT dst, ptrdiff_t n,
+PG_VEC_INLINE void pg_flush_body(float *PG_RESTRICT buf, char *PG_RESTRICT dst, ptrdiff_t n,
                                  int kind, int stream, int zero, uint8_t *PG_RESTRICT map,
-                                 ptrdiff_t mshift)
+                                 ptrdiff_t mshift, int isa)
 {
     const ptrdiff_t es = kind ? 2 : 4, per = 64 / es;   /* values per 64-byte line */
     const ptrdiff_t head = stream ? pg_flush_head(dst, n, kind) : 0;
+    const pg_i8 z = {0, 0, 0, 0, 0, 0, 0, 0};
     ptrdiff_t i = 0;
-    for (; i < head; i++) pg_flush1(buf + i, dst + i * es, kind);
+    for (; i < head; i++) pg_flush1(buf + i, dst + i * es, kind, isa);
     for (; i + per <= n; i += per) {
         char *d = dst + i * es;
         if (map) {
@@ -362,72 +296,184 @@ static inline void pg_flush_body(float *PG_RESTRICT buf, char *PG_RESTRICT dst, 
             } else
                 memcpy(&any, mp, 4);
             if (!any) {
-                pg_line_store(d, _mm256_setzero_si256(), _mm256_setzero_si256(), stream);
+                pg_line_store(d, z, z, stream, isa);
                 continue;
             }
             memset(mp, 0, (size_t)per / 8);
         }
-        pg_line_store(d, pg_line_half(buf + i, kind, zero),
-                      pg_line_half(buf + i + per / 2, kind, zero), stream);
+        pg_line_store(d, pg_line_half(buf + i, kind, zero, isa),
+                      pg_line_half(buf + i + per / 2, kind, zero, isa), stream, isa);
     }
-    for (; i < n; i++) pg_flush1(buf + i, dst + i * es, kind);
+    for (; i < n; i++) pg_flush1(buf + i, dst + i * es, kind, isa);
     if (!zero) memset(buf + head, 0, (size_t)(i - head) * sizeof(float));
-}
-
-__attribute__((target("avx2,f16c")))
-static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int stream,
-                           uint8_t *map, ptrdiff_t mshift)
-{
-    char *d = (char *)dst;
-    /* buf cleared in the same pass only where its loads and stores are 32-byte aligned:
-     * misaligned ones between streaming stores took 1.7x the time of a separate clear */
-    const ptrdiff_t head = stream ? pg_flush_head(dst, n, kind) : 0;
-    const int zero = ((uintptr_t)(buf + head) & 31u) == 0;
-    /* the map read only for a streamed block whose whole lines start at its groups of 8
-     * (each case its own loop: no test on the map in the others) */
-    if (map && stream && zero && !((head + mshift) & 7)) {
-        if (kind == 0) pg_flush_body(buf, d, n, 0, 1, 1, map, mshift);
-        else if (kind == 1) pg_flush_body(buf, d, n, 1, 1, 1, map, mshift);
-        else pg_flush_body(buf, d, n, 2, 1, 1, map, mshift);
-    } else if (stream) {
-        if (kind == 0) pg_flush_body(buf, d, n, 0, 1, zero, NULL, 0);
-        else if (kind == 1) pg_flush_body(buf, d, n, 1, 1, zero, NULL, 0);
-        else pg_flush_body(buf, d, n, 2, 1, zero, NULL, 0);
-    } else {
-        if (kind == 0) pg_flush_body(buf, d, n, 0, 0, zero, NULL, 0);
-        else if (kind == 1) pg_flush_body(buf, d, n, 1, 0, zero, NULL, 0);
-        else pg_flush_body(buf, d, n, 2, 0, zero, NULL, 0);
-    }
 }
 
 /* n float32 zeros from d with ordinary 32-byte stores, aligned after a head of up to 7
  * single ones: the max-pool scatter's direct form clears its block of grad_input with it
- * before adding into it.  glibc's memset (rep stosb, or EVEX stores) took 1.16-1.22x the
- * time of this loop over 2048 planes of 112x112 and 113x113 (103 MB; 1 and 2 threads,
- * 2-vCPU Cascade Lake VM); 64-byte stores 1.3x */
-__attribute__((target("avx2,f16c")))
-static void pg_zero_f32(float *d, ptrdiff_t n)
+ * before adding into it (faster than memset: docs/performance.md) */
+PG_VEC_INLINE void pg_zero_body(float *d, ptrdiff_t n)
 {
-    const __m256 z = _mm256_setzero_ps();
+    const pg_f8 z = pg_f8_set1(0.0f);
     ptrdiff_t i = 0;
     for (; i < n && ((uintptr_t)(d + i) & 31u); i++) d[i] = 0.0f;
     for (; i + 32 <= n; i += 32) {
-        _mm256_store_ps(d + i, z);
-        _mm256_store_ps(d + i + 8, z);
-        _mm256_store_ps(d + i + 16, z);
-        _mm256_store_ps(d + i + 24, z);
+        float *a = (float *)__builtin_assume_aligned(d + i, 32);
+        memcpy(a, &z, 32);
+        memcpy(a + 8, &z, 32);
+        memcpy(a + 16, &z, 32);
+        memcpy(a + 24, &z, 32);
     }
-    for (; i + 8 <= n; i += 8) _mm256_store_ps(d + i, z);
+    for (; i + 8 <= n; i += 8) memcpy(__builtin_assume_aligned(d + i, 32), &z, 32);
     for (; i < n; i++) d[i] = 0.0f;
 }
 
-/* where a block to be streamed to dst should start in a 32-byte aligned scratch area (0..7
- * values in), so that its loads and stores in pg_flush_block are aligned */
-static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
+/* pg_flush_body with the kind a constant */
+#define PG_SC_FLUSH(s, z, m, ms, ISA) do {                                                  \
+        if (kind == 0) pg_flush_body(buf, d, n, 0, s, z, m, ms, ISA);                       \
+        else if (kind == 1) pg_flush_body(buf, d, n, 1, s, z, m, ms, ISA);                  \
+        else pg_flush_body(buf, d, n, 2, s, z, m, ms, ISA);                                 \
+    } while (0)
+/* M(kind, j64, ISA) with both constants */
+#define PG_SC_KW(M, ISA)                                                                    \
+    if (j64) {                                                                              \
+        if (kind == 0) M(0, 1, ISA); else if (kind == 1) M(1, 1, ISA); else M(2, 1, ISA);   \
+    } else {                                                                                \
+        if (kind == 0) M(0, 0, ISA); else if (kind == 1) M(1, 0, ISA); else M(2, 0, ISA);   \
+    }
+#define PG_SC_ROW(k, w, ISA) \
+    pg_scatter_body(buf, g, k, j, w, n, lo, span, 1, 1, dummy, NULL, 0, ISA)
+#define PG_SC_LR(k, w, ISA) \
+    pg_scatter_lanes_body(buf, g, gl, 1, k, j, jl, 1, w, n, L, lo, span, dummy, map, mshift, \
+                          1, ISA)
+
+/* One copy of the entry points per instruction set: the cases a loop runs most, the kind,
+ * the index width and the lane layout, passed to the bodies as constants so that each loop
+ * carries no test on them. */
+#define PG_SCATTER_ISA(SFX, ATTR, ISA)                                                      \
+/* with a map (a sparse scatter, a small part of its call's time): one loop, the kinds     \
+ * tested inside */                                                                         \
+ATTR static void pg_scatter_mapped_##SFX(float *buf, const void *g, int kind, const void *j,\
+                                         int j64, ptrdiff_t n, uint64_t lo, uint64_t span, \
+                                         ptrdiff_t lanes, ptrdiff_t dummy, uint8_t *map,   \
+                                         ptrdiff_t mshift)                                 \
+{                                                                                           \
+    pg_scatter_body(buf, g, kind, j, j64, n, lo, span, lanes, 1, dummy, map, mshift, ISA);  \
+}                                                                                           \
+ATTR static void pg_scatter_lanes_##SFX(float *buf, const void *g, int kind, const void *j, \
+                                        int j64, ptrdiff_t n, uint64_t lo, uint64_t span,  \
+                                        ptrdiff_t lanes, ptrdiff_t dummy)                  \
+{                                                                                           \
+    if (j64) pg_scatter_body(buf, g, kind, j, 1, n, lo, span, lanes, 1, dummy, NULL, 0, ISA);\
+    else pg_scatter_body(buf, g, kind, j, 0, n, lo, span, lanes, 1, dummy, NULL, 0, ISA);   \
+}                                                                                           \
+ATTR static void pg_scatter_row_##SFX(float *buf, const void *g, int kind, const void *j,   \
+                                      int j64, ptrdiff_t n, uint64_t lo, uint64_t span,    \
+                                      ptrdiff_t lanes, ptrdiff_t dummy, uint8_t *map,      \
+                                      ptrdiff_t mshift)                                    \
+{                                                                                           \
+    if (map) {                                                                              \
+        pg_scatter_mapped_##SFX(buf, g, kind, j, j64, n, lo, span, lanes, dummy, map,       \
+                                mshift);                                                    \
+        return;                                                                             \
+    }                                                                                       \
+    if (lanes != 1) {                                                                       \
+        pg_scatter_lanes_##SFX(buf, g, kind, j, j64, n, lo, span, lanes, dummy);            \
+        return;                                                                             \
+    }                                                                                       \
+    PG_SC_KW(PG_SC_ROW, ISA)                                                                \
+}                                                                                           \
+ATTR static void pg_scatter_lane_rows_##SFX(float *buf, const void *g, ptrdiff_t gl,        \
+                                            ptrdiff_t gt, int kind, const void *j,          \
+                                            ptrdiff_t jl, ptrdiff_t jt, int j64,            \
+                                            ptrdiff_t n, ptrdiff_t L, uint64_t lo,          \
+                                            uint64_t span, ptrdiff_t dummy, uint8_t *map,   \
+                                            ptrdiff_t mshift)                               \
+{                                                                                           \
+    if (map || gt != 1 || jt != 1) {                                                        \
+        pg_scatter_lanes_body(buf, g, gl, gt, kind, j, jl, jt, j64, n, L, lo, span, dummy,  \
+                              map, mshift, 0, ISA);                                         \
+        return;                                                                             \
+    }                                                                                       \
+    PG_SC_KW(PG_SC_LR, ISA) /* rows in planes */                                            \
+}                                                                                           \
+ATTR static void pg_flush_block_##SFX(float *buf, void *dst, ptrdiff_t n, int kind,         \
+                                      int stream, uint8_t *map, ptrdiff_t mshift)           \
+{                                                                                           \
+    char *d = (char *)dst;                                                                  \
+    /* buf cleared in the same pass only where its loads and stores are 32-byte aligned    \
+     * (misaligned ones between streaming stores cost more than a separate clear) */        \
+    const ptrdiff_t head = stream ? pg_flush_head(dst, n, kind) : 0;                        \
+    const int zero = ((uintptr_t)(buf + head) & 31u) == 0;                                  \
+    /* the map read only for a streamed block whose whole lines start at its groups of 8   \
+     * (each case its own loop: no test on the map in the others) */                        \
+    if (map && stream && zero && !((head + mshift) & 7))                                    \
+        PG_SC_FLUSH(1, 1, map, mshift, ISA);                                                \
+    else if (stream)                                                                        \
+        PG_SC_FLUSH(1, zero, NULL, 0, ISA);                                                 \
+    else                                                                                    \
+        PG_SC_FLUSH(0, zero, NULL, 0, ISA);                                                 \
+}                                                                                           \
+ATTR static void pg_zero_f32_##SFX(float *d, ptrdiff_t n) { pg_zero_body(d, n); }
+
+PG_SCATTER_ISA(base, , PG_ISA_BASE)
+#if PG_X86_DISPATCH
+PG_SCATTER_ISA(avx2, PG_TARGET_AVX2_F16C, PG_ISA_AVX2)
+#endif
+#endif
+
+/* the entry points: the AVX2 copy where pg_scatter_isa says, else the baseline one (and
+ * nothing without the vector layer: pg_scatter_fast is 0 there) */
+#if PG_X86_DISPATCH
+#define PG_SC_CALL(F, kind, ARGS)                                                           \
+    do {                                                                                    \
+        if (pg_scatter_isa(kind) == 2) F##_avx2 ARGS;                                       \
+        else F##_base ARGS;                                                                 \
+    } while (0)
+#elif PG_VEC
+#define PG_SC_CALL(F, kind, ARGS) F##_base ARGS
+#else
+#define PG_SC_CALL(F, kind, ARGS) do { (void)(kind); } while (0)
+#endif
+
+static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, int j64,
+                           ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
+                           ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
 {
-    return (8 - pg_flush_head(dst, n, kind) % 8) % 8;
+    PG_SC_CALL(pg_scatter_row, kind,
+               (buf, g, kind, j, j64, n, lo, span, lanes, dummy, map, mshift));
+    (void)buf; (void)g; (void)j; (void)j64; (void)n; (void)lo; (void)span; (void)lanes;
+    (void)dummy; (void)map; (void)mshift;
 }
 
+static void pg_scatter_lane_rows(float *buf, const void *g, ptrdiff_t gl, ptrdiff_t gt,
+                                 int kind, const void *j, ptrdiff_t jl, ptrdiff_t jt, int j64,
+                                 ptrdiff_t n, ptrdiff_t L, uint64_t lo, uint64_t span,
+                                 ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
+{
+    PG_SC_CALL(pg_scatter_lane_rows, kind,
+               (buf, g, gl, gt, kind, j, jl, jt, j64, n, L, lo, span, dummy, map, mshift));
+    (void)buf; (void)g; (void)gl; (void)gt; (void)j; (void)jl; (void)jt; (void)j64; (void)n;
+    (void)L; (void)lo; (void)span; (void)dummy; (void)map; (void)mshift;
+}
+
+static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int stream,
+                           uint8_t *map, ptrdiff_t mshift)
+{
+    PG_SC_CALL(pg_flush_block, kind, (buf, dst, n, kind, stream, map, mshift));
+    (void)buf; (void)dst; (void)n; (void)stream; (void)map; (void)mshift;
+}
+
+static void pg_zero_f32(float *d, ptrdiff_t n)
+{
+#if PG_VEC
+    PG_SC_CALL(pg_zero_f32, 0, (d, n));
+#else
+    memset(d, 0, (size_t)n * sizeof(float));
+#endif
+}
+#undef PG_SC_CALL
+
+#if PG_X86_DISPATCH
 /*
  * The gather form of the max-pool gradient, for windows two wide that tile the plane
  * (W = 2*Wo, H = Ho*kh, kh < 128), eight outputs a step (Wo a multiple of 8).  Where every
@@ -553,8 +599,8 @@ static inline int pg_wcode_body(uint8_t *PG_RESTRICT code, const void *j, int j6
 }
 
 __attribute__((target("avx2,f16c")))
-static int pg_wcode_plane(uint8_t *code, const void *j, int j64, ptrdiff_t Ho, ptrdiff_t Wo,
-                          ptrdiff_t js, ptrdiff_t W, ptrdiff_t kh)
+static int pg_wcode_plane_avx2(uint8_t *code, const void *j, int j64, ptrdiff_t Ho, ptrdiff_t Wo,
+                               ptrdiff_t js, ptrdiff_t W, ptrdiff_t kh)
 {
     if (kh == 2) {
         if (j64) return pg_wcode_body(code, j, 1, Ho, Wo, js, W, 2, 1);
@@ -660,9 +706,9 @@ static inline void pg_wrowc_body(char *PG_RESTRICT dst, ptrdiff_t ds, const void
  * dst + t * rs + (r - r0) * ds (bytes), from its values at g + t * gs (bytes) and its
  * codes at code + t * Wo */
 __attribute__((target("avx2,f16c")))
-static void pg_wrows(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g, ptrdiff_t gs,
-                     int kind, int stream, const uint8_t *code, ptrdiff_t Wo, ptrdiff_t n,
-                     ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t chunk)
+static void pg_wrows_avx2(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g, ptrdiff_t gs,
+                          int kind, int stream, const uint8_t *code, ptrdiff_t Wo, ptrdiff_t n,
+                          ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t chunk)
 {
 #define PG_WR(k, s)                                                                         \
     for (ptrdiff_t t = 0; t < n; t++)                                                       \
@@ -729,8 +775,8 @@ static inline int pg_lcode_body(uint8_t *PG_RESTRICT code, const void *j, int j6
 }
 
 __attribute__((target("avx2,f16c")))
-static int pg_lcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t js, ptrdiff_t Wo,
-                        ptrdiff_t L, ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
+static int pg_lcode_row_avx2(uint8_t *code, const void *j, int j64, ptrdiff_t js, ptrdiff_t Wo,
+                             ptrdiff_t L, ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
 {
 #define PG_LC(j64_, h, w) do {                                                              \
         if (L % 8) return pg_lcode_body(code, j, j64_, js, Wo, L, base, W, h, w, 1);        \
@@ -783,9 +829,9 @@ static inline int pg_lcodet_body(uint8_t *PG_RESTRICT code, const void *j, int j
 }
 
 __attribute__((target("avx2,f16c")))
-static int pg_lcode_rowt(uint8_t *code, const void *j, int j64, ptrdiff_t jl, ptrdiff_t Wo,
-                         ptrdiff_t L, ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw,
-                         ptrdiff_t pf)
+static int pg_lcode_rowt_avx2(uint8_t *code, const void *j, int j64, ptrdiff_t jl, ptrdiff_t Wo,
+                              ptrdiff_t L, ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw,
+                              ptrdiff_t pf)
 {
     if (kh == 2 && kw == 2) {   /* the 2x2 windows as constants */
         if (j64) return pg_lcodet_body(code, j, 1, jl, Wo, L, base, W, 2, 2, pf);
@@ -800,8 +846,8 @@ static int pg_lcode_rowt(uint8_t *code, const void *j, int j64, ptrdiff_t jl, pt
  * l], eight by eight through a transpose (16-bit values widened to 32 bits and back: the
  * same bits); es: 4 or 2; pf: the distance in elements to the values to prefetch */
 __attribute__((target("avx2,f16c")))
-static void pg_lanes_gather(void *t, const void *g, ptrdiff_t gl, ptrdiff_t Wo, ptrdiff_t L,
-                            ptrdiff_t es, ptrdiff_t pf)
+static void pg_lanes_gather_avx2(void *t, const void *g, ptrdiff_t gl, ptrdiff_t Wo, ptrdiff_t L,
+                                 ptrdiff_t es, ptrdiff_t pf)
 {
     for (ptrdiff_t l = 0; l < L; l += 8) {
         if (l + 8 > L) l = L - 8;
@@ -935,9 +981,9 @@ static inline void pg_lwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, ptrdiff_t
 #undef PG_LD128
 
 __attribute__((target("avx2,f16c")))
-static void pg_lwrite_row(void *dst, ptrdiff_t rs, ptrdiff_t xs, const void *g, ptrdiff_t gs,
-                          const uint8_t *code, int kind, int stream, ptrdiff_t Wo, ptrdiff_t L,
-                          ptrdiff_t kh, ptrdiff_t kw)
+static void pg_lwrite_row_avx2(void *dst, ptrdiff_t rs, ptrdiff_t xs, const void *g, ptrdiff_t gs,
+                               const uint8_t *code, int kind, int stream, ptrdiff_t Wo, ptrdiff_t L,
+                               ptrdiff_t kh, ptrdiff_t kw)
 {
     /* streaming stores of 16 bytes: dst and the row and column strides 16-byte aligned */
     const ptrdiff_t es = kind ? 2 : 4;
@@ -1034,8 +1080,8 @@ static inline int pg_fcode_body(uint8_t *PG_RESTRICT code, const void *j, int j6
 }
 
 __attribute__((target("avx2,f16c")))
-static int pg_fcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t n, ptrdiff_t L,
-                        ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
+static int pg_fcode_row_avx2(uint8_t *code, const void *j, int j64, ptrdiff_t n, ptrdiff_t L,
+                             ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
 {
     if (kh == 2 && kw == 2) {
         if (j64) return pg_fcode_body(code, j, 1, n, L, base, W, 2, 2);
@@ -1126,9 +1172,9 @@ static inline void pg_fwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, const cha
 }
 
 __attribute__((target("avx2,f16c")))
-static void pg_fwrite_row(void *dst, ptrdiff_t rs, const void *g, const uint8_t *code,
-                          const int64_t *sp, ptrdiff_t n, int kind, int stream, int wide,
-                          ptrdiff_t kh, ptrdiff_t kw)
+static void pg_fwrite_row_avx2(void *dst, ptrdiff_t rs, const void *g, const uint8_t *code,
+                               const int64_t *sp, ptrdiff_t n, int kind, int stream, int wide,
+                               ptrdiff_t kh, ptrdiff_t kw)
 {
     const ptrdiff_t es = kind ? 2 : 4;
     stream = stream && ((uintptr_t)dst % 16u) == 0 && (rs * es) % 16 == 0 && (n * es) % 16 == 0;
@@ -1150,46 +1196,33 @@ static void pg_fwrite_row(void *dst, ptrdiff_t rs, const void *g, const uint8_t 
 #undef PG_FW
 }
 
+#endif
+
+/* The gather forms' entry points: the AVX2 loops where the CPU has them.  Elsewhere the
+ * codes' passes answer 0 (not every index in its own window) and the caller scatters every
+ * plane; the write passes run only for planes a codes' pass answered 1 for. */
+static inline int pg_gather_fast(void)
+{
+#if PG_X86_DISPATCH
+    return pg_have_avx2() && pg_have_f16c();
 #else
-static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
-{
-    (void)dst; (void)n; (void)kind;
     return 0;
+#endif
 }
 
-static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, int j64,
-                           ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
-                           ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
-{
-    (void)buf; (void)g; (void)kind; (void)j; (void)j64; (void)n; (void)lo; (void)span;
-    (void)lanes; (void)dummy; (void)map; (void)mshift;
-}
-
-static void pg_scatter_lane_rows(float *buf, const void *g, ptrdiff_t gl, ptrdiff_t gt,
-                                 int kind, const void *j, ptrdiff_t jl, ptrdiff_t jt, int j64,
-                                 ptrdiff_t n, ptrdiff_t L, uint64_t lo, uint64_t span,
-                                 ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
-{
-    (void)buf; (void)g; (void)gl; (void)gt; (void)kind; (void)j; (void)jl; (void)jt;
-    (void)j64; (void)n; (void)L; (void)lo; (void)span; (void)dummy; (void)map; (void)mshift;
-}
-
-static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int stream,
-                           uint8_t *map, ptrdiff_t mshift)
-{
-    (void)buf; (void)dst; (void)n; (void)kind; (void)stream; (void)map; (void)mshift;
-}
-
-static void pg_zero_f32(float *d, ptrdiff_t n)
-{
-    memset(d, 0, (size_t)n * sizeof(float));
-}
+#if PG_X86_DISPATCH
+#define PG_GATHER(F, ARGS) return pg_gather_fast() ? F##_avx2 ARGS : 0
+#define PG_GWRITE(F, ARGS) F##_avx2 ARGS
+#else
+#define PG_GATHER(F, ARGS) return 0
+#define PG_GWRITE(F, ARGS) (void)0
+#endif
 
 static int pg_wcode_plane(uint8_t *code, const void *j, int j64, ptrdiff_t Ho, ptrdiff_t Wo,
                           ptrdiff_t js, ptrdiff_t W, ptrdiff_t kh)
 {
     (void)code; (void)j; (void)j64; (void)Ho; (void)Wo; (void)js; (void)W; (void)kh;
-    return 0;
+    PG_GATHER(pg_wcode_plane, (code, j, j64, Ho, Wo, js, W, kh));
 }
 
 static int pg_lcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t js, ptrdiff_t Wo,
@@ -1197,7 +1230,7 @@ static int pg_lcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t js, ptr
 {
     (void)code; (void)j; (void)j64; (void)js; (void)Wo; (void)L; (void)base; (void)W;
     (void)kh; (void)kw;
-    return 0;
+    PG_GATHER(pg_lcode_row, (code, j, j64, js, Wo, L, base, W, kh, kw));
 }
 
 static int pg_lcode_rowt(uint8_t *code, const void *j, int j64, ptrdiff_t jl, ptrdiff_t Wo,
@@ -1206,13 +1239,21 @@ static int pg_lcode_rowt(uint8_t *code, const void *j, int j64, ptrdiff_t jl, pt
 {
     (void)code; (void)j; (void)j64; (void)jl; (void)Wo; (void)L; (void)base; (void)W;
     (void)kh; (void)kw; (void)pf;
-    return 0;
+    PG_GATHER(pg_lcode_rowt, (code, j, j64, jl, Wo, L, base, W, kh, kw, pf));
+}
+
+static int pg_fcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t n, ptrdiff_t L,
+                        ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
+{
+    (void)code; (void)j; (void)j64; (void)n; (void)L; (void)base; (void)W; (void)kh; (void)kw;
+    PG_GATHER(pg_fcode_row, (code, j, j64, n, L, base, W, kh, kw));
 }
 
 static void pg_lanes_gather(void *t, const void *g, ptrdiff_t gl, ptrdiff_t Wo, ptrdiff_t L,
                             ptrdiff_t es, ptrdiff_t pf)
 {
     (void)t; (void)g; (void)gl; (void)Wo; (void)L; (void)es; (void)pf;
+    PG_GWRITE(pg_lanes_gather, (t, g, gl, Wo, L, es, pf));
 }
 
 static void pg_lwrite_row(void *dst, ptrdiff_t rs, ptrdiff_t xs, const void *g, ptrdiff_t gs,
@@ -1221,13 +1262,7 @@ static void pg_lwrite_row(void *dst, ptrdiff_t rs, ptrdiff_t xs, const void *g, 
 {
     (void)dst; (void)rs; (void)xs; (void)g; (void)gs; (void)code; (void)kind; (void)stream;
     (void)Wo; (void)L; (void)kh; (void)kw;
-}
-
-static int pg_fcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t n, ptrdiff_t L,
-                        ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
-{
-    (void)code; (void)j; (void)j64; (void)n; (void)L; (void)base; (void)W; (void)kh; (void)kw;
-    return 0;
+    PG_GWRITE(pg_lwrite_row, (dst, rs, xs, g, gs, code, kind, stream, Wo, L, kh, kw));
 }
 
 static void pg_fwrite_row(void *dst, ptrdiff_t rs, const void *g, const uint8_t *code,
@@ -1236,6 +1271,7 @@ static void pg_fwrite_row(void *dst, ptrdiff_t rs, const void *g, const uint8_t 
 {
     (void)dst; (void)rs; (void)g; (void)code; (void)sp; (void)n; (void)kind; (void)stream;
     (void)wide; (void)kh; (void)kw;
+    PG_GWRITE(pg_fwrite_row, (dst, rs, g, code, sp, n, kind, stream, wide, kh, kw));
 }
 
 static void pg_wrows(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g, ptrdiff_t gs,
@@ -1244,7 +1280,9 @@ static void pg_wrows(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g, ptrdi
 {
     (void)dst; (void)rs; (void)ds; (void)g; (void)gs; (void)kind; (void)stream; (void)code;
     (void)Wo; (void)n; (void)r0; (void)r1; (void)chunk;
+    PG_GWRITE(pg_wrows, (dst, rs, ds, g, gs, kind, stream, code, Wo, n, r0, r1, chunk));
 }
-#endif
+#undef PG_GATHER
+#undef PG_GWRITE
 
 #endif

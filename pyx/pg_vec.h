@@ -236,6 +236,231 @@ PG_VEC_INLINE void pg_f8_transpose8(pg_f8 r[8], int isa)
     for (int j = 0; j < 8; j++) r[j] = PG_JOIN(q[j % 4][j / 4], q[4 + j % 4][j / 4]);
 }
 
+/* --- layer for pg_scatter.h --- */
+typedef int64_t pg_q4 __attribute__((vector_size(32)));     /* four int64 lanes */
+typedef uint64_t pg_uq4 __attribute__((vector_size(32)));   /* four uint64 lanes */
+typedef uint32_t pg_u4 __attribute__((vector_size(16)));    /* four uint32 lanes */
+typedef uint16_t pg_h4 __attribute__((vector_size(8)));     /* four 16-bit values */
+typedef uint16_t pg_h16 __attribute__((vector_size(32)));   /* sixteen 16-bit values */
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#if PG_X86_DISPATCH
+/* AVX2 / F16C forms of the primitives below (pointers: see pg_f8_from_f16_f16c) */
+PG_TARGET_AVX2_F16C static inline int pg_q4_movemask_avx2(const pg_q4 *m)
+{
+    __m256d x;
+    memcpy(&x, m, 32);
+    return _mm256_movemask_pd(x);
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_f4_from_f16_f16c(const pg_h4 *h, pg_f4 *v)
+{
+    __m128i x = _mm_setzero_si128();
+    memcpy(&x, h, 8);
+    const __m128 r = _mm_cvtph_ps(x);
+    memcpy(v, &r, 16);
+}
+
+PG_TARGET_AVX2_F16C static inline float pg_f16_to_f32_f16c(uint16_t h) { return _cvtsh_ss(h); }
+
+PG_TARGET_AVX2_F16C static inline uint16_t pg_f32_to_f16_f16c(float f)
+{
+    return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_bf16x16_avx2(const pg_f8 *a, const pg_f8 *b,
+                                                       pg_h16 *h)
+{
+    __m256 x, y;
+    memcpy(&x, a, 32);
+    memcpy(&y, b, 32);
+    const __m256i q = pg_bf16_round16_avx2(x, y);
+    memcpy(h, &q, 32);
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_f16x16_f16c(const pg_f8 *a, const pg_f8 *b,
+                                                      pg_h16 *h)
+{
+    __m256 x, y;
+    memcpy(&x, a, 32);
+    memcpy(&y, b, 32);
+    const __m256i q = _mm256_set_m128i(_mm256_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT),
+                                       _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    memcpy(h, &q, 32);
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_i8_stream_avx2(void *p, const pg_i8 *v)
+{
+    __m256i x;
+    memcpy(&x, v, 32);
+    _mm256_stream_si256((__m256i *)p, x);
+}
+#endif
+
+/* a + b with a the first operand of the x86 instruction (where both are NaN, x86 keeps the
+ * first one's bits; a compiler may swap the operands of `+`, clang even those of
+ * _mm_add_ss): VEX-encoded in AVX code, SSE otherwise */
+PG_VEC_INLINE float pg_add_first(float a, float b, int isa)
+{
+#if defined(__x86_64__) || defined(__i386__)
+#if defined(__AVX__)
+    isa = PG_ISA_AVX2;
+#endif
+    if (isa == PG_ISA_AVX2) __asm__("vaddss {%2, %1, %0|%0, %1, %2}" : "=x"(a) : "x"(a), "x"(b));
+    else __asm__("addss {%1, %0|%0, %1}" : "+x"(a) : "x"(b));
+    return a;
+#else
+    (void)isa;
+    return a + b;
+#endif
+}
+
+/* four int64 lanes from p, or four int32 lanes sign-extended */
+PG_VEC_INLINE pg_q4 pg_q4_load(const void *p) { pg_q4 v; memcpy(&v, p, 32); return v; }
+PG_VEC_INLINE pg_q4 pg_q4_from_i32(const void *p)
+{
+    pg_i4 v;
+    memcpy(&v, p, 16);
+    return __builtin_convertvector(v, pg_q4);
+}
+
+/* bit k: lane k of m (all ones or all zeros) set */
+PG_VEC_INLINE int pg_q4_movemask(pg_q4 m, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) return pg_q4_movemask_avx2(&m);
+#endif
+    (void)isa;
+#if defined(__SSE2__)
+    __m128d lo, hi;
+    memcpy(&lo, &m, 16);
+    memcpy(&hi, (const char *)&m + 16, 16);
+    return _mm_movemask_pd(lo) | (_mm_movemask_pd(hi) << 2);
+#else
+    return (int)((m[0] & 1) | (m[1] & 2) | (m[2] & 4) | (m[3] & 8));
+#endif
+}
+
+/* four float16 / bfloat16 values widened to float32 */
+PG_VEC_INLINE pg_f4 pg_f4_from_f16(pg_h4 h, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_f4 v;
+        pg_f4_from_f16_f16c(&h, &v);
+        return v;
+    }
+#endif
+    (void)isa;
+#if PG_VEC_F16
+    typedef _Float16 pg_hf4 __attribute__((vector_size(8)));
+    return __builtin_convertvector((pg_hf4)h, pg_f4);
+#else
+    return (pg_f4){pg_f16_to_f32(h[0]), pg_f16_to_f32(h[1]), pg_f16_to_f32(h[2]),
+                   pg_f16_to_f32(h[3])};
+#endif
+}
+
+PG_VEC_INLINE pg_f4 pg_f4_from_bf16(pg_h4 h)
+{
+    return (pg_f4)(__builtin_convertvector(h, pg_u4) << 16);
+}
+
+/* one float16 value to float32 and back (pg_half.h's values; F16C where isa says) */
+PG_VEC_INLINE float pg_f16_to_f32_isa(uint16_t h, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) return pg_f16_to_f32_f16c(h);
+#endif
+    (void)isa;
+#if PG_VEC_F16
+    _Float16 x;
+    memcpy(&x, &h, 2);
+    return (float)x;
+#else
+    return pg_f16_to_f32(h);
+#endif
+}
+
+PG_VEC_INLINE uint16_t pg_f32_to_f16_isa(float f, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) return pg_f32_to_f16_f16c(f);
+#endif
+    (void)isa;
+#if PG_VEC_F16
+    const _Float16 x = (_Float16)f;
+    uint16_t h;
+    memcpy(&h, &x, 2);
+    return h;
+#else
+    return pg_f32_to_f16(f);
+#endif
+}
+
+/* sixteen values rounded to bfloat16 (pg_f8x2_to_bf16's), a then b, in one vector */
+PG_VEC_INLINE pg_h16 pg_f8x2_to_bf16x16(pg_f8 a, pg_f8 b, int isa)
+{
+    pg_h16 h;
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_bf16x16_avx2(&a, &b, &h);
+        return h;
+    }
+#endif
+    (void)isa;
+    const pg_h8 ha = pg_f8_to_bf16(a), hb = pg_f8_to_bf16(b);
+    memcpy(&h, &ha, 16);
+    memcpy((char *)&h + 16, &hb, 16);
+    return h;
+}
+
+/* sixteen values rounded to float16 (pg_f8_to_f16's), a then b, in one vector */
+PG_VEC_INLINE pg_h16 pg_f8x2_to_f16x16(pg_f8 a, pg_f8 b, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_h16 h;
+        pg_f16x16_f16c(&a, &b, &h);
+        return h;
+    }
+#endif
+    const pg_h8 ha = pg_f8_to_f16(a, isa), hb = pg_f8_to_f16(b, isa);
+    pg_h16 h;
+    memcpy(&h, &ha, 16);
+    memcpy((char *)&h + 16, &hb, 16);
+    return h;
+}
+
+/* 32 bytes stored past the caches where the target has streaming stores (x86): p 32-byte
+ * aligned (AVX2: one store), or pg_i8_stream16x2 for p 16-byte aligned (two) */
+PG_VEC_INLINE void pg_i8_stream16x2(void *p, pg_i8 v)
+{
+#if defined(__SSE2__)
+    __m128i lo, hi;
+    memcpy(&lo, &v, 16);
+    memcpy(&hi, (const char *)&v + 16, 16);
+    _mm_stream_si128((__m128i *)p, lo);
+    _mm_stream_si128((__m128i *)p + 1, hi);
+#else
+    memcpy(p, &v, 32);
+#endif
+}
+
+PG_VEC_INLINE void pg_i8_stream(void *p, pg_i8 v, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_i8_stream_avx2(p, &v);
+        return;
+    }
+#endif
+    (void)isa;
+    pg_i8_stream16x2(p, v);
+}
+
 #else
 #define PG_VEC 0
 #endif
