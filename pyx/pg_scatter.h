@@ -1,7 +1,9 @@
 /*
- * The max-pool gradient's scatter, AVX2 loops for its common configuration: contiguous
- * grad_output and index rows, one lane (L = 1), float32 / bfloat16 / float16 values summed
- * in a float32 block buffer.
+ * The max-pool gradient's scatter for its common configuration: contiguous grad_output and
+ * index rows, float32 / bfloat16 / float16 values summed in a float32 block buffer.
+ * Written once against the vector layer (pg_vec.h) and compiled twice: AVX2 and F16C where
+ * the CPU has them, SSE2 or NEON elsewhere (pg_scatter_fast says whether either runs; where
+ * neither does, MSVC, the caller keeps its element loops).
  *
  * pg_scatter_row: buf[j[i] - lo] += g[i], i = 0, 1, ... in order (the same additions in the
  * same order as the baseline loop in _kernels.pyx, so the same bits), for the indices with
@@ -25,8 +27,9 @@
  * are all unset as zeros without reading them (the block is zero there) and clears the
  * others' bytes.  A byte left set only costs a read, never a wrong value.
  *
- * kind: 0 float32, 1 bfloat16, 2 float16.  Called only where pg_scatter_fast(kind) says the
- * CPU has the instructions.
+ * kind: 0 float32, 1 bfloat16, 2 float16.  Called only where pg_scatter_fast(kind) says so.
+ * The gather forms further down (windows that tile the plane) are written the same way,
+ * except the flat rows' write pass (pg_fwrite_row), AVX2 only for now.
  */
 #ifndef PG_SCATTER_H
 #define PG_SCATTER_H
@@ -39,65 +42,95 @@
 #include "pg_half.h"
 #include "pg_stream.h"
 #include "pg_tpose.h"
+#include "pg_vec.h"
 
 /* *b += v with the running total as the first operand of the instruction too: where both
  * are NaN, x86 returns the first one's bits, and a compiler may put either operand of `+=`
- * first (it did differently for different formats), so the baseline and AVX2 loops both
- * add through this */
+ * first, so the baseline and vector loops all add through this (pg_acc_isa in the vector
+ * bodies: the add VEX-encoded in their AVX2 copies) */
 PG_ALWAYS_INLINE
 static inline void pg_acc(float *b, float v)
 {
-#if PG_HAVE_STREAM
+#if PG_VEC
+    *b = pg_add_first(*b, v, PG_ISA_BASE);
+#elif PG_HAVE_STREAM
     _mm_store_ss(b, _mm_add_ss(_mm_load_ss(b), _mm_set_ss(v)));
 #else
     *b = *b + v;
 #endif
 }
 
+#if PG_VEC
+PG_VEC_INLINE void pg_acc_isa(float *b, float v, int isa) { *b = pg_add_first(*b, v, isa); }
+#endif
+
+/* 2: the AVX2 copies, 1: the baseline ones (SSE2, NEON), 0: the caller's element loops */
+static inline int pg_scatter_isa(int kind)
+{
+#if PG_X86_DISPATCH
+    if (pg_have_avx2() && (kind != 2 || pg_have_f16c())) return 2;
+#endif
+    (void)kind;
+    return PG_VEC;
+}
+
 static inline int pg_scatter_fast(int kind)
 {
-    return pg_have_h16(kind != 2);
+    return pg_scatter_isa(kind) != 0;
 }
 
-#if PG_X86_DISPATCH
-/* four grad values widened to float32 */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m128 pg_load4(const void *g, ptrdiff_t i, int kind)
+/* the first index from which whole 64-byte lines of dst begin (n: none, or dst not aligned
+ * to its element size) */
+static inline ptrdiff_t pg_flush_head(const void *dst, ptrdiff_t n, int kind)
 {
-    if (kind == 0)
-        return _mm_loadu_ps((const float *)g + i);
-    const __m128i h = _mm_loadl_epi64((const __m128i *)((const uint16_t *)g + i));
-    if (kind == 1)
-        return _mm_castsi128_ps(_mm_slli_epi32(_mm_cvtepu16_epi32(h), 16));
-    return _mm_cvtph_ps(h);
+    const ptrdiff_t es = kind ? 2 : 4, mis = (ptrdiff_t)((uintptr_t)dst & 63u);
+    const ptrdiff_t head = ((uintptr_t)dst % (uintptr_t)es) ? n : (mis ? (64 - mis) / es : 0);
+    return head > n ? n : head;
 }
 
-/* one grad value widened (float16 through F16C: the same value as pg_half.h's) */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline float pg_load1(const void *g, ptrdiff_t i, int kind)
+/* where a block to be streamed to dst should start in a 32-byte aligned scratch area (0..7
+ * values in), so that its loads and stores in pg_flush_block are aligned */
+static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
+{
+    return (8 - pg_flush_head(dst, n, kind) % 8) % 8;
+}
+
+#if PG_VEC
+/* four grad values widened to float32 */
+PG_VEC_INLINE pg_f4 pg_load4(const void *g, ptrdiff_t i, int kind, int isa)
+{
+    if (kind == 0) {
+        pg_f4 v;
+        memcpy(&v, (const float *)g + i, 16);
+        return v;
+    }
+    pg_h4 h;
+    memcpy(&h, (const uint16_t *)g + i, 8);
+    return kind == 1 ? pg_f4_from_bf16(h) : pg_f4_from_f16(h, isa);
+}
+
+/* one grad value widened (float16: the same value as pg_half.h's) */
+PG_VEC_INLINE float pg_load1(const void *g, ptrdiff_t i, int kind, int isa)
 {
     if (kind == 0)
         return ((const float *)g)[i];
     const uint16_t h = ((const uint16_t *)g)[i];
-    return kind == 1 ? pg_bf16_to_f32(h) : _cvtsh_ss(h);
+    return kind == 1 ? pg_bf16_to_f32(h) : pg_f16_to_f32_isa(h, isa);
 }
 
 /* the four indices at j + i (int64, or int32 sign-extended), minus lo */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m256i pg_idx4(const void *j, ptrdiff_t i, int j64, __m256i lo)
+PG_VEC_INLINE pg_uq4 pg_idx4(const void *j, ptrdiff_t i, int j64, pg_uq4 lo)
 {
-    const __m256i v = j64 ? _mm256_loadu_si256((const __m256i *)((const int64_t *)j + i))
-                          : _mm256_cvtepi32_epi64(
-                                _mm_loadu_si128((const __m128i *)((const int32_t *)j + i)));
-    return _mm256_sub_epi64(v, lo);
+    const pg_q4 v = j64 ? pg_q4_load((const int64_t *)j + i)
+                        : pg_q4_from_i32((const int32_t *)j + i);
+    return (pg_uq4)v - lo;
 }
 
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_scatter_body(float *PG_RESTRICT buf, const void *g, int kind,
+PG_VEC_INLINE void pg_scatter_body(float *PG_RESTRICT buf, const void *g, int kind,
                                    const void *j, int j64, ptrdiff_t n, uint64_t lo,
                                    uint64_t span, ptrdiff_t lanes, int tstep,
                                    ptrdiff_t dummy, uint8_t *PG_RESTRICT map,
-                                   ptrdiff_t mshift)
+                                   ptrdiff_t mshift, int isa)
 {
     /* value t of the row goes to position q of the block: buf[q] for a row of one lane,
      * buf[q * lanes + t] for the lanes of one pixel (channels-last, tstep 1), buf[q * lanes]
@@ -105,99 +138,44 @@ static inline void pg_scatter_body(float *PG_RESTRICT buf, const void *g, int ki
 #define PG_AT(q, t) (lanes == 1 ? (ptrdiff_t)(q)                                            \
                      : (ptrdiff_t)(q) * lanes + (tstep ? (ptrdiff_t)(t) : 0))
     /* with a map: the 8-value group of each position added to marked (pg_flush_block) */
-#define PG_ADD(at, v) do { const ptrdiff_t at_ = (at); pg_acc(buf + at_, (v)); \
+#define PG_ADD(at, v) do { const ptrdiff_t at_ = (at); pg_acc_isa(buf + at_, (v), isa); \
                            if (map) map[(at_ + mshift) >> 3] = 1; } while (0)
-    /* unsigned r < span as a signed compare of both with the top bit flipped */
-    const __m256i flip = _mm256_set1_epi64x((long long)0x8000000000000000ull);
-    const __m256i lov = _mm256_set1_epi64x((long long)lo);
-    const __m256i spanf = _mm256_xor_si256(_mm256_set1_epi64x((long long)span), flip);
+    const pg_uq4 lov = {lo, lo, lo, lo}, spanv = {span, span, span, span};
     ptrdiff_t i = 0;
     for (; i + 4 <= n; i += 4) {
-        const __m256i r = pg_idx4(j, i, j64, lov);
-        const __m256i in = _mm256_cmpgt_epi64(spanf, _mm256_xor_si256(r, flip));
-        const int mask = _mm256_movemask_pd(_mm256_castsi256_pd(in));
+        const pg_uq4 r = pg_idx4(j, i, j64, lov);
+        const int mask = pg_q4_movemask((pg_q4)(r < spanv), isa);
         if (mask == 0)
             continue;   /* all four in other blocks */
+        int64_t rr[4];
+        float vv[4];
+        const pg_f4 v = pg_load4(g, i, kind, isa);
+        memcpy(rr, &r, 32);
+        memcpy(vv, &v, 16);
         if (mask == 0xF) {
-            int64_t rr[4];
-            float vv[4];
-            _mm256_storeu_si256((__m256i *)rr, r);
-            _mm_storeu_ps(vv, pg_load4(g, i, kind));
             PG_ADD(PG_AT(rr[0], i), vv[0]);
             PG_ADD(PG_AT(rr[1], i + 1), vv[1]);
             PG_ADD(PG_AT(rr[2], i + 2), vv[2]);
             PG_ADD(PG_AT(rr[3], i + 3), vv[3]);
             continue;
         }
-        {
-            /* some inside, some not: every value added, those outside the block to a
-             * slot of their own past it (dummy, never stored), so that no branch depends
-             * on the data (windows taller than a block make such groups common) */
-            int64_t rr[4];
-            float vv[4];
-            _mm256_storeu_si256((__m256i *)rr, r);
-            _mm_storeu_ps(vv, pg_load4(g, i, kind));
-            for (int k = 0; k < 4; k++) {
-                const uint64_t m = 0 - (uint64_t)((mask >> k) & 1);
-                const uint64_t at = (uint64_t)rr[k] * (uint64_t)lanes
-                                    + (uint64_t)(lanes == 1 || !tstep ? 0 : i + k);
-                PG_ADD((ptrdiff_t)((at & m) | ((uint64_t)(dummy + k) & ~m)), vv[k]);
-            }
+        /* some inside, some not: every value added, those outside the block to a slot of
+         * their own past it (dummy, never stored), so that no branch depends on the data
+         * (windows taller than a block make such groups common) */
+        for (int k = 0; k < 4; k++) {
+            const uint64_t m = 0 - (uint64_t)((mask >> k) & 1);
+            const uint64_t at = (uint64_t)rr[k] * (uint64_t)lanes
+                                + (uint64_t)(lanes == 1 || !tstep ? 0 : i + k);
+            PG_ADD((ptrdiff_t)((at & m) | ((uint64_t)(dummy + k) & ~m)), vv[k]);
         }
     }
     for (; i < n; i++) {
         const uint64_t q = (j64 ? (uint64_t)((const int64_t *)j)[i]
                                 : (uint64_t)(int64_t)((const int32_t *)j)[i]) - lo;
-        if (q < span) PG_ADD(PG_AT(q, i), pg_load1(g, i, kind));
+        if (q < span) PG_ADD(PG_AT(q, i), pg_load1(g, i, kind, isa));
     }
 #undef PG_ADD
 #undef PG_AT
-}
-
-/* with a map (a sparse scatter, a small part of its call's time): one loop, the kinds
- * tested inside */
-__attribute__((target("avx2,f16c")))
-static void pg_scatter_mapped(float *buf, const void *g, int kind, const void *j, int j64,
-                              ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
-                              ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
-{
-    pg_scatter_body(buf, g, kind, j, j64, n, lo, span, lanes, 1, dummy, map, mshift);
-}
-
-__attribute__((target("avx2,f16c")))
-static void pg_scatter_lanes(float *buf, const void *g, int kind, const void *j, int j64,
-                             ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
-                             ptrdiff_t dummy)
-{
-    if (j64) pg_scatter_body(buf, g, kind, j, 1, n, lo, span, lanes, 1, dummy, NULL, 0);
-    else pg_scatter_body(buf, g, kind, j, 0, n, lo, span, lanes, 1, dummy, NULL, 0);
-}
-
-__attribute__((target("avx2,f16c")))
-static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, int j64,
-                           ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
-                           ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
-{
-    if (map) {
-        pg_scatter_mapped(buf, g, kind, j, j64, n, lo, span, lanes, dummy, map, mshift);
-        return;
-    }
-    if (lanes != 1) {
-        pg_scatter_lanes(buf, g, kind, j, j64, n, lo, span, lanes, dummy);
-        return;
-    }
-    /* one lane, the kinds as constants: each loop carries no test on them */
-#define PG_ROW(k, w) pg_scatter_body(buf, g, k, j, w, n, lo, span, 1, 1, dummy, NULL, 0)
-    if (j64) {
-        if (kind == 0) PG_ROW(0, 1);
-        else if (kind == 1) PG_ROW(1, 1);
-        else PG_ROW(2, 1);
-    } else {
-        if (kind == 0) PG_ROW(0, 0);
-        else if (kind == 1) PG_ROW(1, 0);
-        else PG_ROW(2, 0);
-    }
-#undef PG_ROW
 }
 
 /* the rows of L lanes of a channels-last block whose grad_output or indices do not hold a
@@ -209,15 +187,14 @@ static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, i
  * of the block gets its additions in the same order as from pg_scatter_row over the
  * pixels' lanes: for its lane, the columns in order. */
 #define PG_LTILE 8
-#define PG_LAHEAD 16   /* prefetch distance in columns (8 to 32: the same time) */
+#define PG_LAHEAD 16   /* prefetch distance in columns */
 
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_scatter_lanes_body(float *PG_RESTRICT buf, const void *g, ptrdiff_t gl,
+PG_VEC_INLINE void pg_scatter_lanes_body(float *PG_RESTRICT buf, const void *g, ptrdiff_t gl,
                                          ptrdiff_t gt, int kind, const void *j,
                                          ptrdiff_t jl, ptrdiff_t jt, int j64, ptrdiff_t n,
                                          ptrdiff_t L, uint64_t lo, uint64_t span,
                                          ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift,
-                                         int rows)
+                                         int rows, int isa)
 {
     const ptrdiff_t es = kind ? 2 : 4, isz = j64 ? 8 : 4;
     int64_t jtile[PG_LTILE];
@@ -232,8 +209,8 @@ static inline void pg_scatter_lanes_body(float *PG_RESTRICT buf, const void *g, 
                 /* L rows read a tile at a time are more streams than the prefetchers
                  * follow: the next tiles' lines asked for here (past a row's end: the next
                  * row's) */
-                _mm_prefetch(jr + PG_LAHEAD * isz, _MM_HINT_T0);
-                _mm_prefetch(gr + PG_LAHEAD * es, _MM_HINT_T0);
+                __builtin_prefetch(jr + PG_LAHEAD * isz, 0, 3);
+                __builtin_prefetch(gr + PG_LAHEAD * es, 0, 3);
             }
             if (gt != 1) {
                 for (ptrdiff_t k = 0; k < m; k++) {
@@ -250,104 +227,62 @@ static inline void pg_scatter_lanes_body(float *PG_RESTRICT buf, const void *g, 
                 jr = (const char *)jtile;
             }
             pg_scatter_body(buf + l, gr, kind, jr, j64, m, lo, span, L, 0, dummy - l, map,
-                            mshift + l);
+                            mshift + l, isa);
         }
     }
 }
 
-__attribute__((target("avx2,f16c")))
-static void pg_scatter_lane_rows(float *buf, const void *g, ptrdiff_t gl, ptrdiff_t gt,
-                                 int kind, const void *j, ptrdiff_t jl, ptrdiff_t jt, int j64,
-                                 ptrdiff_t n, ptrdiff_t L, uint64_t lo, uint64_t span,
-                                 ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
-{
-#define PG_LR(k, w, r) pg_scatter_lanes_body(buf, g, gl, r ? 1 : gt, k, j, jl, r ? 1 : jt, w, \
-                                             n, L, lo, span, dummy, map, mshift, r)
-    if (map || gt != 1 || jt != 1) {
-        PG_LR(kind, j64, 0);
-        return;
-    }
-    /* rows in planes, the kinds as constants */
-    if (j64) {
-        if (kind == 0) PG_LR(0, 1, 1);
-        else if (kind == 1) PG_LR(1, 1, 1);
-        else PG_LR(2, 1, 1);
-    } else {
-        if (kind == 0) PG_LR(0, 0, 1);
-        else if (kind == 1) PG_LR(1, 0, 1);
-        else PG_LR(2, 0, 1);
-    }
-#undef PG_LR
-}
-
-/* the first index from which whole 64-byte lines of dst begin (n: none, or dst not aligned
- * to its element size) */
-static inline ptrdiff_t pg_flush_head(const void *dst, ptrdiff_t n, int kind)
-{
-    const ptrdiff_t es = kind ? 2 : 4, mis = (ptrdiff_t)((uintptr_t)dst & 63u);
-    const ptrdiff_t head = ((uintptr_t)dst % (uintptr_t)es) ? n : (mis ? (64 - mis) / es : 0);
-    return head > n ? n : head;
-}
-
 /* half a 64-byte line of sums (8 float32, or 16 values for a 16-bit format) in its output
  * format; zero: and cleared in buf */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m256i pg_line_half(float *s, int kind, int zero)
+PG_VEC_INLINE pg_i8 pg_line_half(float *s, int kind, int zero, int isa)
 {
-    const __m256 z = _mm256_setzero_ps();
+    const pg_f8 z = pg_f8_set1(0.0f);
     if (kind == 0) {
-        const __m256 a = _mm256_loadu_ps(s);
-        if (zero) _mm256_storeu_ps(s, z);
-        return _mm256_castps_si256(a);
+        const pg_f8 a = pg_f8_load(s);
+        if (zero) pg_f8_store(s, z);
+        return (pg_i8)a;
     }
-    const __m256 a = _mm256_loadu_ps(s), b = _mm256_loadu_ps(s + 8);
+    const pg_f8 a = pg_f8_load(s), b = pg_f8_load(s + 8);
     if (zero) {
-        _mm256_storeu_ps(s, z);
-        _mm256_storeu_ps(s + 8, z);
+        pg_f8_store(s, z);
+        pg_f8_store(s + 8, z);
     }
-    if (kind == 1) {
-        /* always the full rounding (a sum that is a bfloat16 value already keeps its top
-         * half through it): a test for that case mispredicts wherever windows overlap */
-        return pg_bf16_round16_avx2(a, b);
-    }
-    return _mm256_set_m128i(_mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT),
-                            _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT));
+    /* bfloat16: always the full rounding (a sum that is a bfloat16 value already keeps its
+     * top half through it): a test for that case mispredicts wherever windows overlap */
+    return kind == 1 ? (pg_i8)pg_f8x2_to_bf16x16(a, b, isa) : (pg_i8)pg_f8x2_to_f16x16(a, b, isa);
 }
 
 /* one 64-byte line of output, streamed or not */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_line_store(char *d, __m256i lo, __m256i hi, int stream)
+PG_VEC_INLINE void pg_line_store(char *d, pg_i8 lo, pg_i8 hi, int stream, int isa)
 {
     if (stream) {
-        _mm256_stream_si256((__m256i *)d, lo);
-        _mm256_stream_si256((__m256i *)(d + 32), hi);
+        pg_i8_stream(d, lo, isa);
+        pg_i8_stream(d + 32, hi, isa);
     } else {
-        _mm256_storeu_si256((__m256i *)d, lo);
-        _mm256_storeu_si256((__m256i *)(d + 32), hi);
+        memcpy(d, &lo, 32);
+        memcpy(d + 32, &hi, 32);
     }
 }
 
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_flush1(float *s, char *d, int kind)
+PG_VEC_INLINE void pg_flush1(float *s, char *d, int kind, int isa)
 {
     if (kind == 0) memcpy(d, s, 4);
     else {
-        const uint16_t h = kind == 1 ? pg_f32_to_bf16(*s)
-                                     : _cvtss_sh(*s, _MM_FROUND_TO_NEAREST_INT);
+        const uint16_t h = kind == 1 ? pg_f32_to_bf16(*s) : pg_f32_to_f16_isa(*s, isa);
         memcpy(d, &h, 2);
     }
     *s = 0.0f;
 }
 
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_flush_body(float *PG_RESTRICT buf, char *PG_RESTRICT dst, ptrdiff_t n,
+PG_VEC_INLINE void pg_flush_body(float *PG_RESTRICT buf, char *PG_RESTRICT dst, ptrdiff_t n,
                                  int kind, int stream, int zero, uint8_t *PG_RESTRICT map,
-                                 ptrdiff_t mshift)
+                                 ptrdiff_t mshift, int isa)
 {
     const ptrdiff_t es = kind ? 2 : 4, per = 64 / es;   /* values per 64-byte line */
     const ptrdiff_t head = stream ? pg_flush_head(dst, n, kind) : 0;
+    const pg_i8 z = {0, 0, 0, 0, 0, 0, 0, 0};
     ptrdiff_t i = 0;
-    for (; i < head; i++) pg_flush1(buf + i, dst + i * es, kind);
+    for (; i < head; i++) pg_flush1(buf + i, dst + i * es, kind, isa);
     for (; i + per <= n; i += per) {
         char *d = dst + i * es;
         if (map) {
@@ -362,72 +297,184 @@ static inline void pg_flush_body(float *PG_RESTRICT buf, char *PG_RESTRICT dst, 
             } else
                 memcpy(&any, mp, 4);
             if (!any) {
-                pg_line_store(d, _mm256_setzero_si256(), _mm256_setzero_si256(), stream);
+                pg_line_store(d, z, z, stream, isa);
                 continue;
             }
             memset(mp, 0, (size_t)per / 8);
         }
-        pg_line_store(d, pg_line_half(buf + i, kind, zero),
-                      pg_line_half(buf + i + per / 2, kind, zero), stream);
+        pg_line_store(d, pg_line_half(buf + i, kind, zero, isa),
+                      pg_line_half(buf + i + per / 2, kind, zero, isa), stream, isa);
     }
-    for (; i < n; i++) pg_flush1(buf + i, dst + i * es, kind);
+    for (; i < n; i++) pg_flush1(buf + i, dst + i * es, kind, isa);
     if (!zero) memset(buf + head, 0, (size_t)(i - head) * sizeof(float));
-}
-
-__attribute__((target("avx2,f16c")))
-static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int stream,
-                           uint8_t *map, ptrdiff_t mshift)
-{
-    char *d = (char *)dst;
-    /* buf cleared in the same pass only where its loads and stores are 32-byte aligned:
-     * misaligned ones between streaming stores took 1.7x the time of a separate clear */
-    const ptrdiff_t head = stream ? pg_flush_head(dst, n, kind) : 0;
-    const int zero = ((uintptr_t)(buf + head) & 31u) == 0;
-    /* the map read only for a streamed block whose whole lines start at its groups of 8
-     * (each case its own loop: no test on the map in the others) */
-    if (map && stream && zero && !((head + mshift) & 7)) {
-        if (kind == 0) pg_flush_body(buf, d, n, 0, 1, 1, map, mshift);
-        else if (kind == 1) pg_flush_body(buf, d, n, 1, 1, 1, map, mshift);
-        else pg_flush_body(buf, d, n, 2, 1, 1, map, mshift);
-    } else if (stream) {
-        if (kind == 0) pg_flush_body(buf, d, n, 0, 1, zero, NULL, 0);
-        else if (kind == 1) pg_flush_body(buf, d, n, 1, 1, zero, NULL, 0);
-        else pg_flush_body(buf, d, n, 2, 1, zero, NULL, 0);
-    } else {
-        if (kind == 0) pg_flush_body(buf, d, n, 0, 0, zero, NULL, 0);
-        else if (kind == 1) pg_flush_body(buf, d, n, 1, 0, zero, NULL, 0);
-        else pg_flush_body(buf, d, n, 2, 0, zero, NULL, 0);
-    }
 }
 
 /* n float32 zeros from d with ordinary 32-byte stores, aligned after a head of up to 7
  * single ones: the max-pool scatter's direct form clears its block of grad_input with it
- * before adding into it.  glibc's memset (rep stosb, or EVEX stores) took 1.16-1.22x the
- * time of this loop over 2048 planes of 112x112 and 113x113 (103 MB; 1 and 2 threads,
- * 2-vCPU Cascade Lake VM); 64-byte stores 1.3x */
-__attribute__((target("avx2,f16c")))
-static void pg_zero_f32(float *d, ptrdiff_t n)
+ * before adding into it (faster than memset: docs/performance.md) */
+PG_VEC_INLINE void pg_zero_body(float *d, ptrdiff_t n)
 {
-    const __m256 z = _mm256_setzero_ps();
+    const pg_f8 z = pg_f8_set1(0.0f);
     ptrdiff_t i = 0;
     for (; i < n && ((uintptr_t)(d + i) & 31u); i++) d[i] = 0.0f;
     for (; i + 32 <= n; i += 32) {
-        _mm256_store_ps(d + i, z);
-        _mm256_store_ps(d + i + 8, z);
-        _mm256_store_ps(d + i + 16, z);
-        _mm256_store_ps(d + i + 24, z);
+        float *a = (float *)__builtin_assume_aligned(d + i, 32);
+        memcpy(a, &z, 32);
+        memcpy(a + 8, &z, 32);
+        memcpy(a + 16, &z, 32);
+        memcpy(a + 24, &z, 32);
     }
-    for (; i + 8 <= n; i += 8) _mm256_store_ps(d + i, z);
+    for (; i + 8 <= n; i += 8) memcpy(__builtin_assume_aligned(d + i, 32), &z, 32);
     for (; i < n; i++) d[i] = 0.0f;
 }
 
-/* where a block to be streamed to dst should start in a 32-byte aligned scratch area (0..7
- * values in), so that its loads and stores in pg_flush_block are aligned */
-static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
+/* pg_flush_body with the kind a constant */
+#define PG_SC_FLUSH(s, z, m, ms, ISA) do {                                                  \
+        if (kind == 0) pg_flush_body(buf, d, n, 0, s, z, m, ms, ISA);                       \
+        else if (kind == 1) pg_flush_body(buf, d, n, 1, s, z, m, ms, ISA);                  \
+        else pg_flush_body(buf, d, n, 2, s, z, m, ms, ISA);                                 \
+    } while (0)
+/* M(kind, j64, ISA) with both constants */
+#define PG_SC_KW(M, ISA)                                                                    \
+    if (j64) {                                                                              \
+        if (kind == 0) M(0, 1, ISA); else if (kind == 1) M(1, 1, ISA); else M(2, 1, ISA);   \
+    } else {                                                                                \
+        if (kind == 0) M(0, 0, ISA); else if (kind == 1) M(1, 0, ISA); else M(2, 0, ISA);   \
+    }
+#define PG_SC_ROW(k, w, ISA) \
+    pg_scatter_body(buf, g, k, j, w, n, lo, span, 1, 1, dummy, NULL, 0, ISA)
+#define PG_SC_LR(k, w, ISA) \
+    pg_scatter_lanes_body(buf, g, gl, 1, k, j, jl, 1, w, n, L, lo, span, dummy, map, mshift, \
+                          1, ISA)
+
+/* One copy of the entry points per instruction set: the cases a loop runs most, the kind,
+ * the index width and the lane layout, passed to the bodies as constants so that each loop
+ * carries no test on them. */
+#define PG_SCATTER_ISA(SFX, ATTR, ISA)                                                      \
+/* with a map (a sparse scatter, a small part of its call's time): one loop, the kinds     \
+ * tested inside */                                                                         \
+ATTR static void pg_scatter_mapped_##SFX(float *buf, const void *g, int kind, const void *j,\
+                                         int j64, ptrdiff_t n, uint64_t lo, uint64_t span, \
+                                         ptrdiff_t lanes, ptrdiff_t dummy, uint8_t *map,   \
+                                         ptrdiff_t mshift)                                 \
+{                                                                                           \
+    pg_scatter_body(buf, g, kind, j, j64, n, lo, span, lanes, 1, dummy, map, mshift, ISA);  \
+}                                                                                           \
+ATTR static void pg_scatter_lanes_##SFX(float *buf, const void *g, int kind, const void *j, \
+                                        int j64, ptrdiff_t n, uint64_t lo, uint64_t span,  \
+                                        ptrdiff_t lanes, ptrdiff_t dummy)                  \
+{                                                                                           \
+    if (j64) pg_scatter_body(buf, g, kind, j, 1, n, lo, span, lanes, 1, dummy, NULL, 0, ISA);\
+    else pg_scatter_body(buf, g, kind, j, 0, n, lo, span, lanes, 1, dummy, NULL, 0, ISA);   \
+}                                                                                           \
+ATTR static void pg_scatter_row_##SFX(float *buf, const void *g, int kind, const void *j,   \
+                                      int j64, ptrdiff_t n, uint64_t lo, uint64_t span,    \
+                                      ptrdiff_t lanes, ptrdiff_t dummy, uint8_t *map,      \
+                                      ptrdiff_t mshift)                                    \
+{                                                                                           \
+    if (map) {                                                                              \
+        pg_scatter_mapped_##SFX(buf, g, kind, j, j64, n, lo, span, lanes, dummy, map,       \
+                                mshift);                                                    \
+        return;                                                                             \
+    }                                                                                       \
+    if (lanes != 1) {                                                                       \
+        pg_scatter_lanes_##SFX(buf, g, kind, j, j64, n, lo, span, lanes, dummy);            \
+        return;                                                                             \
+    }                                                                                       \
+    PG_SC_KW(PG_SC_ROW, ISA)                                                                \
+}                                                                                           \
+ATTR static void pg_scatter_lane_rows_##SFX(float *buf, const void *g, ptrdiff_t gl,        \
+                                            ptrdiff_t gt, int kind, const void *j,          \
+                                            ptrdiff_t jl, ptrdiff_t jt, int j64,            \
+                                            ptrdiff_t n, ptrdiff_t L, uint64_t lo,          \
+                                            uint64_t span, ptrdiff_t dummy, uint8_t *map,   \
+                                            ptrdiff_t mshift)                               \
+{                                                                                           \
+    if (map || gt != 1 || jt != 1) {                                                        \
+        pg_scatter_lanes_body(buf, g, gl, gt, kind, j, jl, jt, j64, n, L, lo, span, dummy,  \
+                              map, mshift, 0, ISA);                                         \
+        return;                                                                             \
+    }                                                                                       \
+    PG_SC_KW(PG_SC_LR, ISA) /* rows in planes */                                            \
+}                                                                                           \
+ATTR static void pg_flush_block_##SFX(float *buf, void *dst, ptrdiff_t n, int kind,         \
+                                      int stream, uint8_t *map, ptrdiff_t mshift)           \
+{                                                                                           \
+    char *d = (char *)dst;                                                                  \
+    /* buf cleared in the same pass only where its loads and stores are 32-byte aligned    \
+     * (misaligned ones between streaming stores cost more than a separate clear) */        \
+    const ptrdiff_t head = stream ? pg_flush_head(dst, n, kind) : 0;                        \
+    const int zero = ((uintptr_t)(buf + head) & 31u) == 0;                                  \
+    /* the map read only for a streamed block whose whole lines start at its groups of 8   \
+     * (each case its own loop: no test on the map in the others) */                        \
+    if (map && stream && zero && !((head + mshift) & 7))                                    \
+        PG_SC_FLUSH(1, 1, map, mshift, ISA);                                                \
+    else if (stream)                                                                        \
+        PG_SC_FLUSH(1, zero, NULL, 0, ISA);                                                 \
+    else                                                                                    \
+        PG_SC_FLUSH(0, zero, NULL, 0, ISA);                                                 \
+}                                                                                           \
+ATTR static void pg_zero_f32_##SFX(float *d, ptrdiff_t n) { pg_zero_body(d, n); }
+
+PG_SCATTER_ISA(base, , PG_ISA_BASE)
+#if PG_X86_DISPATCH
+PG_SCATTER_ISA(avx2, PG_TARGET_AVX2_F16C, PG_ISA_AVX2)
+#endif
+#endif
+
+/* the entry points: the AVX2 copy where pg_scatter_isa says, else the baseline one (and
+ * nothing without the vector layer: pg_scatter_fast is 0 there) */
+#if PG_X86_DISPATCH
+#define PG_SC_CALL(F, kind, ARGS)                                                           \
+    do {                                                                                    \
+        if (pg_scatter_isa(kind) == 2) F##_avx2 ARGS;                                       \
+        else F##_base ARGS;                                                                 \
+    } while (0)
+#elif PG_VEC
+#define PG_SC_CALL(F, kind, ARGS) F##_base ARGS
+#else
+#define PG_SC_CALL(F, kind, ARGS) do { (void)(kind); } while (0)
+#endif
+
+static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, int j64,
+                           ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
+                           ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
 {
-    return (8 - pg_flush_head(dst, n, kind) % 8) % 8;
+    PG_SC_CALL(pg_scatter_row, kind,
+               (buf, g, kind, j, j64, n, lo, span, lanes, dummy, map, mshift));
+    (void)buf; (void)g; (void)j; (void)j64; (void)n; (void)lo; (void)span; (void)lanes;
+    (void)dummy; (void)map; (void)mshift;
 }
 
+static void pg_scatter_lane_rows(float *buf, const void *g, ptrdiff_t gl, ptrdiff_t gt,
+                                 int kind, const void *j, ptrdiff_t jl, ptrdiff_t jt, int j64,
+                                 ptrdiff_t n, ptrdiff_t L, uint64_t lo, uint64_t span,
+                                 ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
+{
+    PG_SC_CALL(pg_scatter_lane_rows, kind,
+               (buf, g, gl, gt, kind, j, jl, jt, j64, n, L, lo, span, dummy, map, mshift));
+    (void)buf; (void)g; (void)gl; (void)gt; (void)j; (void)jl; (void)jt; (void)j64; (void)n;
+    (void)L; (void)lo; (void)span; (void)dummy; (void)map; (void)mshift;
+}
+
+static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int stream,
+                           uint8_t *map, ptrdiff_t mshift)
+{
+    PG_SC_CALL(pg_flush_block, kind, (buf, dst, n, kind, stream, map, mshift));
+    (void)buf; (void)dst; (void)n; (void)stream; (void)map; (void)mshift;
+}
+
+static void pg_zero_f32(float *d, ptrdiff_t n)
+{
+#if PG_VEC
+    PG_SC_CALL(pg_zero_f32, 0, (d, n));
+#else
+    memset(d, 0, (size_t)n * sizeof(float));
+#endif
+}
+#undef PG_SC_CALL
+
+#if PG_VEC
 /*
  * The gather form of the max-pool gradient, for windows two wide that tile the plane
  * (W = 2*Wo, H = Ho*kh, kh < 128), eight outputs a step (Wo a multiple of 8).  Where every
@@ -445,234 +492,199 @@ static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
  * rows r0 <= r < r1 of the windows of n output rows from their codes and values (unit
  * stride), written to dst + (r - r0) * ds (bytes, plus rs per output row), with
  * streaming stores if `stream` (dst and ds multiples of 16).  The sums are formed with
- * the instructions of the scatter's AVX2 loops and flush, so the bits are the scatter's.
+ * the operations of the scatter's loops and flush, so the bits are the scatter's.
  */
 /* the codes kw * r + c of eight indices x (their low 32 bits; the high ones are the
  * caller's) at distances from their windows' top-left positions cur, windows kw wide: kh
  * rows tested (kh2: two, unrolled) */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m256i pg_wcode8(__m256i x, __m256i cur, ptrdiff_t W, ptrdiff_t kh,
-                                ptrdiff_t kw, int kh2)
+PG_VEC_INLINE pg_i8 pg_wcode8(pg_i8 x, pg_i8 cur, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw,
+                              int kh2, int isa)
 {
-    const __m256i flip = _mm256_set1_epi32((int)0x80000000u);
-    const __m256i kwf = _mm256_xor_si256(_mm256_set1_epi32((int)kw), flip);
-    const __m256i wv = _mm256_set1_epi32((int)W), kwv = _mm256_set1_epi32((int)kw);
-    __m256i q = _mm256_sub_epi32(x, cur), c = _mm256_set1_epi32(0xFF);
+    /* unsigned q < kw as a signed compare of both with the top bit flipped */
+    const pg_i8 flip = pg_i8_set1(INT32_MIN, isa);
+    const pg_i8 kwf = pg_i8_set1((int32_t)kw, isa) ^ flip;
+    const pg_i8 wv = pg_i8_set1((int32_t)W, isa), kwv = pg_i8_set1((int32_t)kw, isa);
+    pg_i8 q = x - cur, c = pg_i8_set1(0xFF, isa);
     /* q = distance - r*W: inside row r of the window where q < kw (unsigned); at most one
      * row matches (W >= kw) */
     if (kh2) {
-        const __m256i q1 = _mm256_sub_epi32(q, wv);
-        c = _mm256_blendv_epi8(c, q, _mm256_cmpgt_epi32(kwf, _mm256_xor_si256(q, flip)));
-        return _mm256_blendv_epi8(c, _mm256_add_epi32(q1, kwv),
-                                  _mm256_cmpgt_epi32(kwf, _mm256_xor_si256(q1, flip)));
+        const pg_i8 q1 = q - wv;
+        c = pg_i8_select((pg_i8)(kwf > (q ^ flip)), q, c, isa);
+        return pg_i8_select((pg_i8)(kwf > (q1 ^ flip)), q1 + kwv, c, isa);
     }
-    __m256i cr = _mm256_setzero_si256();
+    pg_i8 cr = pg_i8_set1(0, isa);
     for (ptrdiff_t r = 0; r < kh; r++) {
-        c = _mm256_blendv_epi8(c, _mm256_add_epi32(q, cr),
-                               _mm256_cmpgt_epi32(kwf, _mm256_xor_si256(q, flip)));
-        q = _mm256_sub_epi32(q, wv);
-        cr = _mm256_add_epi32(cr, kwv);
+        c = pg_i8_select((pg_i8)(kwf > (q ^ flip)), q + cr, c, isa);
+        q = q - wv;
+        cr = cr + kwv;
     }
     return c;
 }
 
 /* eight codes (one per 32-bit lane of c) stored as bytes at code; *top keeps the largest */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_wcode_put8(uint8_t *code, __m256i c, __m256i *top)
+PG_VEC_INLINE void pg_wcode_put8(uint8_t *code, pg_i8 c, pg_u8 *top, int isa)
 {
-    *top = _mm256_max_epu32(*top, c);
-    const __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(c), _mm256_extracti128_si256(c, 1));
-    _mm_storel_epi64((__m128i *)code, _mm_packus_epi16(h, h));
+    *top = pg_u8_max(*top, (pg_u8)c, isa);
+    pg_i8_bytes8(code, c, isa);
 }
 
 /* 1 where every code coded was a window position (top below 0xFF) and, for int64 indices,
- * every high half or-ed into hi was zero */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline int pg_wcode_all_in(__m256i top, __m256i hi, int j64)
+ * every high half or-ed into hi was zero (once per row or plane: lane by lane) */
+PG_VEC_INLINE int pg_wcode_all_in(pg_u8 top, pg_q4 hi, int j64)
 {
-    if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(top, _mm256_set1_epi32(0xFF))))
-        return 0;   /* some index outside its own window */
-    if (j64 && _mm256_movemask_epi8(_mm256_cmpeq_epi32(
-                   _mm256_and_si256(hi, _mm256_set1_epi64x((long long)0xFFFFFFFF00000000ull)),
-                   _mm256_setzero_si256())) != -1)
-        return 0;   /* some index at or past 2**32, or negative */
+    for (int i = 0; i < 8; i++)
+        if (top[i] == 0xFF) return 0;   /* some index outside its own window */
+    if (j64)
+        for (int i = 0; i < 4; i++)
+            if ((uint64_t)hi[i] >> 32) return 0;   /* some index at or past 2**32, or < 0 */
     return 1;
 }
 
 /* the low 32 bits of the eight indices at j + o, in order; int64: the high ones or-ed into
  * *hi (all zero where every index is below 2**32) */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m256i pg_wlow8(const void *j, ptrdiff_t o, int j64, __m256i *hi)
+PG_VEC_INLINE pg_i8 pg_wlow8(const void *j, ptrdiff_t o, int j64, pg_q4 *hi, int isa)
 {
-    if (!j64)
-        return _mm256_loadu_si256((const __m256i *)((const int32_t *)j + o));
-    const __m256i x0 = _mm256_loadu_si256((const __m256i *)((const int64_t *)j + o));
-    const __m256i x1 = _mm256_loadu_si256((const __m256i *)((const int64_t *)j + o + 4));
-    *hi = _mm256_or_si256(*hi, _mm256_or_si256(x0, x1));
-    /* dwords 0 2 of each 128-bit half of x0, then of x1: indices 0 1 4 5 | 2 3 6 7, which
-     * the 64-bit permute puts in order */
-    const __m256 lo = _mm256_shuffle_ps(_mm256_castsi256_ps(x0), _mm256_castsi256_ps(x1),
-                                        0x88);
-    return _mm256_permute4x64_epi64(_mm256_castps_si256(lo), 0xD8);
+    if (!j64) {
+        pg_i8 v;
+        memcpy(&v, (const int32_t *)j + o, 32);
+        return v;
+    }
+    const pg_q4 x0 = pg_q4_load((const int64_t *)j + o);
+    const pg_q4 x1 = pg_q4_load((const int64_t *)j + o + 4);
+    *hi = *hi | x0 | x1;
+    return pg_q4x2_lo32(x0, x1, isa);
 }
 
 /* the codes of a plane's indices (rows js apart, Wo a multiple of 8), 16 a step; returns 1
  * where all lie in their own windows */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline int pg_wcode_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
+PG_VEC_INLINE int pg_wcode_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
                                 ptrdiff_t Ho, ptrdiff_t Wo, ptrdiff_t js, ptrdiff_t W,
-                                ptrdiff_t kh, int kh2)
+                                ptrdiff_t kh, int kh2, int isa)
 {
-    const __m256i step8 = _mm256_set1_epi32(16);
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5);
+    const pg_i8 step8 = pg_i8_set1(16, isa);
     const ptrdiff_t isz = j64 ? 8 : 4;
-    __m256i hi = _mm256_setzero_si256(), top = _mm256_setzero_si256();
+    pg_q4 hi = {0, 0, 0, 0};
+    pg_u8 top = {0, 0, 0, 0, 0, 0, 0, 0};
     /* positions below H*W <= 2**31 - 1: their distances fit 32 bits */
-    const __m256i lanes = _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14);
+    const pg_i8 lanes = {0, 2, 4, 6, 8, 10, 12, 14};
     for (ptrdiff_t oh = 0; oh < Ho; oh++, code += Wo) {
         const char *jr = (const char *)j + oh * js * isz;
-        __m256i cur = _mm256_add_epi32(_mm256_set1_epi32((int)(oh * kh * W)), lanes);
+        pg_i8 cur = pg_i8_set1((int32_t)(oh * kh * W), isa) + lanes;
         ptrdiff_t o = 0;
         for (; o + 16 <= Wo; o += 16) {
-            const __m256i c0 = pg_wcode8(pg_wlow8(jr, o, j64, &hi), cur, W, kh, 2, kh2);
-            cur = _mm256_add_epi32(cur, step8);
-            const __m256i c1 = pg_wcode8(pg_wlow8(jr, o + 8, j64, &hi), cur, W, kh, 2, kh2);
-            cur = _mm256_add_epi32(cur, step8);
-            top = _mm256_max_epu32(top, _mm256_max_epu32(c0, c1));
-            /* bytes: dwords 0 1 of the first 128 bits hold codes 0-3 and 8-11, of the
-             * second 4-7 and 12-15 */
-            const __m256i w = _mm256_packus_epi32(c0, c1);
-            const __m256i b = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w, w), order);
-            _mm_storeu_si128((__m128i *)(code + o), _mm256_castsi256_si128(b));
+            const pg_i8 c0 = pg_wcode8(pg_wlow8(jr, o, j64, &hi, isa), cur, W, kh, 2, kh2, isa);
+            cur = cur + step8;
+            const pg_i8 c1 = pg_wcode8(pg_wlow8(jr, o + 8, j64, &hi, isa), cur, W, kh, 2, kh2,
+                                       isa);
+            cur = cur + step8;
+            top = pg_u8_max(top, pg_u8_max((pg_u8)c0, (pg_u8)c1, isa), isa);
+            pg_i8x2_bytes16(code + o, c0, c1, isa);
         }
         if (o < Wo)     /* Wo = 16 k + 8 */
-            pg_wcode_put8(code + o, pg_wcode8(pg_wlow8(jr, o, j64, &hi), cur, W, kh, 2, kh2),
-                          &top);
+            pg_wcode_put8(code + o,
+                          pg_wcode8(pg_wlow8(jr, o, j64, &hi, isa), cur, W, kh, 2, kh2, isa),
+                          &top, isa);
     }
     return pg_wcode_all_in(top, hi, j64);
 }
 
-__attribute__((target("avx2,f16c")))
-static int pg_wcode_plane(uint8_t *code, const void *j, int j64, ptrdiff_t Ho, ptrdiff_t Wo,
-                          ptrdiff_t js, ptrdiff_t W, ptrdiff_t kh)
-{
-    if (kh == 2) {
-        if (j64) return pg_wcode_body(code, j, 1, Ho, Wo, js, W, 2, 1);
-        return pg_wcode_body(code, j, 0, Ho, Wo, js, W, 2, 1);
-    }
-    if (j64) return pg_wcode_body(code, j, 1, Ho, Wo, js, W, kh, 0);
-    return pg_wcode_body(code, j, 0, Ho, Wo, js, W, kh, 0);
-}
-
-/* 32 bytes at a 16-byte boundary, streamed */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_stream32(char *d, __m256i v)
-{
-    _mm_stream_si128((__m128i *)d, _mm256_castsi256_si128(v));
-    _mm_stream_si128((__m128i *)(d + 16), _mm256_extracti128_si256(v, 1));
-}
-
-/* eight outputs: their codes (8 bytes in the low half of q8) and values (gv: float32, or
- * 16-bit in the low half) give 16 input columns of rows r0..r1-1 */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_wstep(char *PG_RESTRICT dst, ptrdiff_t ds, int kind, int stream,
-                            __m128i q8, __m256i gv, ptrdiff_t r0, ptrdiff_t r1)
+/* eight outputs: their codes (8 bytes at cp) and values (at gp: float32, or 16-bit) give
+ * 16 input columns of rows r0..r1-1 */
+PG_VEC_INLINE void pg_wstep(char *PG_RESTRICT dst, ptrdiff_t ds, int kind, int stream,
+                            const uint8_t *cp, const char *gp, ptrdiff_t r0, ptrdiff_t r1,
+                            int isa)
 {
     /* per input column: the code at its window's left column, the code ^ 1 at its right
      * one; a match in row r where that equals 2 * r.  float32: 32-bit lanes, columns 0-7
-     * in e0 and 8-15 in e1; 16-bit: 16-bit lanes, all 16 columns in e0 */
-    __m256i e0, e1 = _mm256_setzero_si256();
+     * in e0 and 8-15 in e1; 16-bit: 16-bit lanes, all 16 columns in h0 */
+    pg_i8 e0 = pg_i8_set1(0, isa), e1 = e0;
+    pg_h16 h0 = pg_h16_set1(0, isa);
     if (kind == 0) {
-        const __m256i q = _mm256_cvtepu8_epi32(q8);
-        const __m256i q1 = _mm256_xor_si256(q, _mm256_set1_epi32(1));
-        const __m256i dl = _mm256_unpacklo_epi32(q, q1), dh = _mm256_unpackhi_epi32(q, q1);
-        e0 = _mm256_permute2x128_si256(dl, dh, 0x20);
-        e1 = _mm256_permute2x128_si256(dl, dh, 0x31);
+        const pg_i8 q = pg_b8_to_i8(cp, isa);
+        pg_i8_zip(q, q ^ 1, &e0, &e1, isa);
     } else {
-        const __m128i q = _mm_cvtepu8_epi16(q8);
-        const __m128i q1 = _mm_xor_si128(q, _mm_set1_epi16(1));
-        e0 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(q, q1)),
-                                     _mm_unpackhi_epi16(q, q1), 1);
+        const pg_h8 q = pg_b8_to_h8(cp, isa);
+        h0 = pg_h8_zip(q, q ^ 1, isa);
     }
     /* the values plus zero (as the scatter adds them to its zeroed sums), each twice */
-    const __m256 zero = _mm256_setzero_ps();
-    __m256i v0, v1 = _mm256_setzero_si256();
+    const pg_f8 zero = pg_f8_set1(0.0f);
+    pg_i8 v0, v1 = pg_i8_set1(0, isa);
     if (kind == 0) {
-        const __m256 v = _mm256_add_ps(zero, _mm256_castsi256_ps(gv));
-        const __m256 vl = _mm256_unpacklo_ps(v, v), vh = _mm256_unpackhi_ps(v, v);
-        v0 = _mm256_castps_si256(_mm256_permute2f128_ps(vl, vh, 0x20));
-        v1 = _mm256_castps_si256(_mm256_permute2f128_ps(vl, vh, 0x31));
+        const pg_f8 v = zero + pg_f8_load(gp);
+        pg_i8_zip((pg_i8)v, (pg_i8)v, &v0, &v1, isa);
     } else {
-        const __m128i h = _mm256_castsi256_si128(gv);
-        __m256i w;
-        if (kind == 1) {
-            /* a bfloat16 value plus zero is a bfloat16 value: its top half */
-            const __m256 v = _mm256_add_ps(zero, _mm256_castsi256_ps(
-                _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)));
-            w = _mm256_srli_epi32(_mm256_castps_si256(v), 16);
-        } else {
-            const __m256 v = _mm256_add_ps(zero, _mm256_cvtph_ps(h));
-            w = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
-        }
-        v0 = _mm256_or_si256(w, _mm256_slli_epi32(w, 16));
+        const pg_h8 h = pg_h8_load(gp);
+        pg_u8 w;
+        if (kind == 1)   /* a bfloat16 value plus zero is a bfloat16 value: its top half */
+            w = (pg_u8)(zero + (pg_f8)(pg_h8_to_u8(h, isa) << 16)) >> 16;
+        else
+            w = pg_h8_to_u8(pg_f8_to_f16(zero + pg_f8_from_f16(h, isa), isa), isa);
+        v0 = (pg_i8)(w | (w << 16));
     }
     if (kind == 0) {
-        __m256i t = _mm256_set1_epi32((int)(2 * r0));
-        const __m256i two = _mm256_set1_epi32(2);
-        for (ptrdiff_t r = r0; r < r1; r++, dst += ds, t = _mm256_add_epi32(t, two)) {
-            const __m256i m0 = _mm256_cmpeq_epi32(e0, t), m1 = _mm256_cmpeq_epi32(e1, t);
+        pg_i8 t = pg_i8_set1((int32_t)(2 * r0), isa);
+        const pg_i8 two = pg_i8_set1(2, isa);
+        for (ptrdiff_t r = r0; r < r1; r++, dst += ds, t = t + two) {
+            const pg_i8 x0 = (e0 == t) & v0, x1 = (e1 == t) & v1;
             if (stream) {
-                pg_stream32(dst, _mm256_and_si256(m0, v0));
-                pg_stream32(dst + 32, _mm256_and_si256(m1, v1));
+                pg_i8_stream16x2(dst, x0);
+                pg_i8_stream16x2(dst + 32, x1);
             } else {
-                _mm256_storeu_si256((__m256i *)dst, _mm256_and_si256(m0, v0));
-                _mm256_storeu_si256((__m256i *)(dst + 32), _mm256_and_si256(m1, v1));
+                memcpy(dst, &x0, 32);
+                memcpy(dst + 32, &x1, 32);
             }
         }
     } else {
-        __m256i t = _mm256_set1_epi16((short)(2 * r0));
-        const __m256i two = _mm256_set1_epi16(2);
-        for (ptrdiff_t r = r0; r < r1; r++, dst += ds, t = _mm256_add_epi16(t, two)) {
-            const __m256i m = _mm256_cmpeq_epi16(e0, t);
-            if (stream) pg_stream32(dst, _mm256_and_si256(m, v0));
-            else _mm256_storeu_si256((__m256i *)dst, _mm256_and_si256(m, v0));
+        pg_h16 t = pg_h16_set1((uint16_t)(2 * r0), isa);
+        const pg_h16 two = pg_h16_set1(2, isa);
+        for (ptrdiff_t r = r0; r < r1; r++, dst += ds, t = t + two) {
+            const pg_i8 x = (pg_i8)((pg_h16)(h0 == t) & (pg_h16)v0);
+            if (stream) pg_i8_stream16x2(dst, x);
+            else memcpy(dst, &x, 32);
         }
     }
 }
 
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_wrowc_body(char *PG_RESTRICT dst, ptrdiff_t ds, const void *g,
+PG_VEC_INLINE void pg_wrowc_body(char *PG_RESTRICT dst, ptrdiff_t ds, const void *g,
                                  int kind, int stream, const uint8_t *code, ptrdiff_t Wo,
-                                 ptrdiff_t r0, ptrdiff_t r1)
+                                 ptrdiff_t r0, ptrdiff_t r1, int isa)
 {
     const ptrdiff_t es = kind ? 2 : 4;
-    for (ptrdiff_t o = 0; o < Wo; o += 8) {
-        const __m256i gv = kind == 0
-            ? _mm256_loadu_si256((const __m256i *)((const float *)g + o))
-            : _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)((const uint16_t *)g + o)));
-        pg_wstep(dst + 2 * o * es, ds, kind, stream,
-                 _mm_loadl_epi64((const __m128i *)(code + o)), gv, r0, r1);
+    for (ptrdiff_t o = 0; o < Wo; o += 8)
+        pg_wstep(dst + 2 * o * es, ds, kind, stream, code + o, (const char *)g + o * es, r0,
+                 r1, isa);
+}
+
+PG_VEC_INLINE int pg_wcode_plane_in(uint8_t *code, const void *j, int j64, ptrdiff_t Ho,
+                                    ptrdiff_t Wo, ptrdiff_t js, ptrdiff_t W, ptrdiff_t kh,
+                                    int isa)
+{
+    if (kh == 2) {
+        if (j64) return pg_wcode_body(code, j, 1, Ho, Wo, js, W, 2, 1, isa);
+        return pg_wcode_body(code, j, 0, Ho, Wo, js, W, 2, 1, isa);
     }
+    if (j64) return pg_wcode_body(code, j, 1, Ho, Wo, js, W, kh, 0, isa);
+    return pg_wcode_body(code, j, 0, Ho, Wo, js, W, kh, 0, isa);
 }
 
 /* rows r0 <= r < r1 of n output rows' windows, `chunk` input rows at a time (few enough
  * lines written at once for the streaming stores' buffers): output row t's row r at
  * dst + t * rs + (r - r0) * ds (bytes), from its values at g + t * gs (bytes) and its
  * codes at code + t * Wo */
-__attribute__((target("avx2,f16c")))
-static void pg_wrows(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g, ptrdiff_t gs,
-                     int kind, int stream, const uint8_t *code, ptrdiff_t Wo, ptrdiff_t n,
-                     ptrdiff_t r0, ptrdiff_t r1, ptrdiff_t chunk)
+PG_VEC_INLINE void pg_wrows_in(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g,
+                               ptrdiff_t gs, int kind, int stream, const uint8_t *code,
+                               ptrdiff_t Wo, ptrdiff_t n, ptrdiff_t r0, ptrdiff_t r1,
+                               ptrdiff_t chunk, int isa)
 {
 #define PG_WR(k, s)                                                                         \
     for (ptrdiff_t t = 0; t < n; t++)                                                       \
         for (ptrdiff_t a = r0; a < r1; a += chunk)                                          \
             pg_wrowc_body((char *)dst + t * rs + (a - r0) * ds, ds, (const char *)g + t * gs,\
-                          k, s, code + t * Wo, Wo, a, a + chunk < r1 ? a + chunk : r1)
+                          k, s, code + t * Wo, Wo, a, a + chunk < r1 ? a + chunk : r1, isa)
 #define PG_WR2(k, s)                                                                        \
     for (ptrdiff_t t = 0; t < n; t++)                                                       \
         pg_wrowc_body((char *)dst + t * rs, ds, (const char *)g + t * gs, k, s,             \
-                      code + t * Wo, Wo, 0, 2)
+                      code + t * Wo, Wo, 0, 2, isa)
 #define PG_WR_KIND(M, s) do {                                                               \
         if (kind == 0) M(0, s);                                                             \
         else if (kind == 1) M(1, s);                                                        \
@@ -709,32 +721,33 @@ static void pg_wrows(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g, ptrdi
  * its zeroed sums (so the scatter's bits: -0.0 becomes +0.0, a NaN quiet); streaming
  * stores if `stream`.
  */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline int pg_lcode_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
+PG_VEC_INLINE int pg_lcode_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
                                 ptrdiff_t js, ptrdiff_t Wo, ptrdiff_t L, ptrdiff_t base,
-                                ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw, int tail)
+                                ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw, int tail, int isa)
 {
     const ptrdiff_t isz = j64 ? 8 : 4;
-    __m256i hi = _mm256_setzero_si256(), top = _mm256_setzero_si256();
+    pg_q4 hi = {0, 0, 0, 0};
+    pg_u8 top = {0, 0, 0, 0, 0, 0, 0, 0};
     for (ptrdiff_t ow = 0; ow < Wo; ow++, code += L) {
         const char *jc = (const char *)j + ow * js * isz;
-        const __m256i b = _mm256_set1_epi32((int)(base + ow * kw));
+        const pg_i8 b = pg_i8_set1((int32_t)(base + ow * kw), isa);
         for (ptrdiff_t l = 0; l < L; l += 8) {
             if (tail && l + 8 > L) l = L - 8;   /* the last 8 overlap the ones before */
-            pg_wcode_put8(code + l, pg_wcode8(pg_wlow8(jc, l, j64, &hi), b, W, kh, kw, kh == 2),
-                          &top);
+            pg_wcode_put8(code + l,
+                          pg_wcode8(pg_wlow8(jc, l, j64, &hi, isa), b, W, kh, kw, kh == 2, isa),
+                          &top, isa);
         }
     }
     return pg_wcode_all_in(top, hi, j64);
 }
 
-__attribute__((target("avx2,f16c")))
-static int pg_lcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t js, ptrdiff_t Wo,
-                        ptrdiff_t L, ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
+PG_VEC_INLINE int pg_lcode_row_in(uint8_t *code, const void *j, int j64, ptrdiff_t js,
+                                  ptrdiff_t Wo, ptrdiff_t L, ptrdiff_t base, ptrdiff_t W,
+                                  ptrdiff_t kh, ptrdiff_t kw, int isa)
 {
 #define PG_LC(j64_, h, w) do {                                                              \
-        if (L % 8) return pg_lcode_body(code, j, j64_, js, Wo, L, base, W, h, w, 1);        \
-        return pg_lcode_body(code, j, j64_, js, Wo, L, base, W, h, w, 0);                   \
+        if (L % 8) return pg_lcode_body(code, j, j64_, js, Wo, L, base, W, h, w, 1, isa);   \
+        return pg_lcode_body(code, j, j64_, js, Wo, L, base, W, h, w, 0, isa);              \
     } while (0)
     if (kh == 2 && kw == 2) {   /* the 2x2 windows as constants */
         if (j64) PG_LC(1, 2, 2);
@@ -750,104 +763,90 @@ static int pg_lcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t js, ptr
  * code[ow * L + l], eight lanes by eight columns at a time through a transpose (the last
  * 8 lanes and columns overlapping the ones before); pf: the distance in elements to the
  * indices to prefetch (the next output row's) */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline int pg_lcodet_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
+PG_VEC_INLINE int pg_lcodet_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
                                  ptrdiff_t jl, ptrdiff_t Wo, ptrdiff_t L, ptrdiff_t base,
-                                 ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw, ptrdiff_t pf)
+                                 ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw, ptrdiff_t pf, int isa)
 {
     const ptrdiff_t isz = j64 ? 8 : 4;
-    const __m256i step = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
-                                            _mm256_set1_epi32((int)kw));
-    __m256i hi = _mm256_setzero_si256(), top = _mm256_setzero_si256();
+    const pg_i8 step = (pg_i8){0, 1, 2, 3, 4, 5, 6, 7} * pg_i8_set1((int32_t)kw, isa);
+    pg_q4 hi = {0, 0, 0, 0};
+    pg_u8 top = {0, 0, 0, 0, 0, 0, 0, 0};
     for (ptrdiff_t l = 0; l < L; l += 8) {
         if (l + 8 > L) l = L - 8;
         const char *jr = (const char *)j + l * jl * isz;
         for (ptrdiff_t o = 0; o < Wo; o += 8) {
             if (o + 8 > Wo) o = Wo - 8;
-            const __m256i cur = _mm256_add_epi32(_mm256_set1_epi32((int)(base + o * kw)), step);
-            __m256 r[8];
+            const pg_i8 cur = pg_i8_set1((int32_t)(base + o * kw), isa) + step;
+            pg_f8 r[8];
             for (int k = 0; k < 8; k++) {
                 /* more planes than the prefetchers follow: the next row's columns asked
                  * for now */
-                _mm_prefetch(jr + (k * jl + o + pf) * isz, _MM_HINT_T0);
-                if (j64) _mm_prefetch(jr + (k * jl + o + 4 + pf) * isz, _MM_HINT_T0);
-                r[k] = _mm256_castsi256_ps(pg_wcode8(pg_wlow8(jr + k * jl * isz, o, j64, &hi),
-                                                     cur, W, kh, kw, kh == 2));
+                __builtin_prefetch(jr + (k * jl + o + pf) * isz, 0, 3);
+                if (j64) __builtin_prefetch(jr + (k * jl + o + 4 + pf) * isz, 0, 3);
+                r[k] = (pg_f8)pg_wcode8(pg_wlow8(jr + k * jl * isz, o, j64, &hi, isa), cur, W,
+                                        kh, kw, kh == 2, isa);
             }
-            pg_tr8x8(r);
+            pg_f8_transpose8(r, isa);
             for (int m = 0; m < 8; m++)
-                pg_wcode_put8(code + (o + m) * L + l, _mm256_castps_si256(r[m]), &top);
+                pg_wcode_put8(code + (o + m) * L + l, (pg_i8)r[m], &top, isa);
         }
     }
     return pg_wcode_all_in(top, hi, j64);
 }
 
-__attribute__((target("avx2,f16c")))
-static int pg_lcode_rowt(uint8_t *code, const void *j, int j64, ptrdiff_t jl, ptrdiff_t Wo,
-                         ptrdiff_t L, ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw,
-                         ptrdiff_t pf)
+PG_VEC_INLINE int pg_lcode_rowt_in(uint8_t *code, const void *j, int j64, ptrdiff_t jl,
+                                   ptrdiff_t Wo, ptrdiff_t L, ptrdiff_t base, ptrdiff_t W,
+                                   ptrdiff_t kh, ptrdiff_t kw, ptrdiff_t pf, int isa)
 {
     if (kh == 2 && kw == 2) {   /* the 2x2 windows as constants */
-        if (j64) return pg_lcodet_body(code, j, 1, jl, Wo, L, base, W, 2, 2, pf);
-        return pg_lcodet_body(code, j, 0, jl, Wo, L, base, W, 2, 2, pf);
+        if (j64) return pg_lcodet_body(code, j, 1, jl, Wo, L, base, W, 2, 2, pf, isa);
+        return pg_lcodet_body(code, j, 0, jl, Wo, L, base, W, 2, 2, pf, isa);
     }
-    if (j64) return pg_lcodet_body(code, j, 1, jl, Wo, L, base, W, kh, kw, pf);
-    return pg_lcodet_body(code, j, 0, jl, Wo, L, base, W, kh, kw, pf);
+    if (j64) return pg_lcodet_body(code, j, 1, jl, Wo, L, base, W, kh, kw, pf, isa);
+    return pg_lcodet_body(code, j, 0, jl, Wo, L, base, W, kh, kw, pf, isa);
 }
 
 /* an output row of grad_output values that lie in NCHW planes (lane l's row at g + l * gl,
  * unit-stride columns; Wo >= 8 and L >= 8) copied to t in channels-last order, t[ow * L +
  * l], eight by eight through a transpose (16-bit values widened to 32 bits and back: the
  * same bits); es: 4 or 2; pf: the distance in elements to the values to prefetch */
-__attribute__((target("avx2,f16c")))
-static void pg_lanes_gather(void *t, const void *g, ptrdiff_t gl, ptrdiff_t Wo, ptrdiff_t L,
-                            ptrdiff_t es, ptrdiff_t pf)
+PG_VEC_INLINE void pg_lanes_gather_in(void *t, const void *g, ptrdiff_t gl, ptrdiff_t Wo,
+                                      ptrdiff_t L, ptrdiff_t es, ptrdiff_t pf, int isa)
 {
     for (ptrdiff_t l = 0; l < L; l += 8) {
         if (l + 8 > L) l = L - 8;
         for (ptrdiff_t o = 0; o < Wo; o += 8) {
             if (o + 8 > Wo) o = Wo - 8;
-            __m256 r[8];
+            pg_f8 r[8];
             if (es == 4) {
                 for (int k = 0; k < 8; k++) {
-                    _mm_prefetch((const char *)((const float *)g + (l + k) * gl + o + pf),
-                                 _MM_HINT_T0);
-                    r[k] = _mm256_loadu_ps((const float *)g + (l + k) * gl + o);
+                    __builtin_prefetch((const float *)g + (l + k) * gl + o + pf, 0, 3);
+                    r[k] = pg_f8_load((const float *)g + (l + k) * gl + o);
                 }
-                pg_tr8x8(r);
-                for (int m = 0; m < 8; m++)
-                    _mm256_storeu_ps((float *)t + (o + m) * L + l, r[m]);
+                pg_f8_transpose8(r, isa);
+                for (int m = 0; m < 8; m++) pg_f8_store((float *)t + (o + m) * L + l, r[m]);
                 continue;
             }
             for (int k = 0; k < 8; k++) {
-                _mm_prefetch((const char *)((const uint16_t *)g + (l + k) * gl + o + pf),
-                             _MM_HINT_T0);
-                r[k] = _mm256_castsi256_ps(_mm256_cvtepu16_epi32(_mm_loadu_si128(
-                    (const __m128i *)((const uint16_t *)g + (l + k) * gl + o))));
+                __builtin_prefetch((const uint16_t *)g + (l + k) * gl + o + pf, 0, 3);
+                r[k] = (pg_f8)pg_h8_to_u8(pg_h8_load((const uint16_t *)g + (l + k) * gl + o),
+                                          isa);
             }
-            pg_tr8x8(r);
-            for (int m = 0; m < 8; m++) {
-                const __m256i q = _mm256_castps_si256(r[m]);
-                _mm_storeu_si128((__m128i *)((uint16_t *)t + (o + m) * L + l),
-                                 _mm_packus_epi32(_mm256_castsi256_si128(q),
-                                                  _mm256_extracti128_si256(q, 1)));
-            }
+            pg_f8_transpose8(r, isa);
+            for (int m = 0; m < 8; m++)
+                pg_h8_store((uint16_t *)t + (o + m) * L + l, pg_u8_to_h8((pg_u8)r[m], isa));
         }
     }
 }
 
 /* eight 16-bit values plus zero (kind 1 bfloat16: a bfloat16 value plus zero is a bfloat16
  * value, the top half of the float32 sum; 2 float16) */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m128i pg_h16_plus0(__m128i h, int kind)
+PG_VEC_INLINE pg_h8 pg_h16_plus0(pg_h8 h, int kind, int isa)
 {
-    const __m256 zero = _mm256_setzero_ps();
-    if (kind == 1) {
-        const __m256i w = _mm256_srli_epi32(_mm256_castps_si256(_mm256_add_ps(
-            zero, _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16)))), 16);
-        return _mm_packus_epi32(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
-    }
-    return _mm256_cvtps_ph(_mm256_add_ps(zero, _mm256_cvtph_ps(h)), _MM_FROUND_TO_NEAREST_INT);
+    const pg_f8 zero = pg_f8_set1(0.0f);
+    if (kind == 1)
+        return pg_u8_to_h8((pg_u8)(zero + (pg_f8)(pg_h8_to_u8(h, isa) << 16)) >> 16, isa);
+    return pg_f8_to_f16(zero + pg_f8_from_f16(h, isa), isa);
 }
 
 /* up to PG_LBLOCK lanes of one output column at a time: their codes widened and their
@@ -858,23 +857,73 @@ static inline __m128i pg_h16_plus0(__m128i h, int kind)
 #define PG_LBLOCK 1024
 
 /* the staging buffers' loads and stores: aligned, except where the last 8 lanes overlap */
-#define PG_ST256(p, v) (tail ? _mm256_storeu_si256((__m256i *)(p), v)                      \
-                        : _mm256_store_si256((__m256i *)(p), v))
-#define PG_LD256(p) (tail ? _mm256_loadu_si256((const __m256i *)(p))                        \
-                     : _mm256_load_si256((const __m256i *)(p)))
-#define PG_ST128(p, v) (tail ? _mm_storeu_si128((__m128i *)(p), v)                          \
-                        : _mm_store_si128((__m128i *)(p), v))
-#define PG_LD128(p) (tail ? _mm_loadu_si128((const __m128i *)(p))                            \
-                     : _mm_load_si128((const __m128i *)(p)))
+#define PG_LST(p, v) memcpy(tail ? (void *)(p) : __builtin_assume_aligned((p), sizeof(v)), \
+                            &(v), sizeof(v))
+#define PG_LLD(v, p) memcpy(&(v), tail ? (const void *)(p)                                \
+                                       : __builtin_assume_aligned((p), sizeof(v)), sizeof(v))
 
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_lwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, ptrdiff_t xs,
+/* the block's codes (widened to the values' width) and values plus zero into the staging
+ * buffers */
+PG_VEC_INLINE void pg_lstage(uint32_t *PG_RESTRICT qbuf, uint32_t *PG_RESTRICT vbuf,
+                             const uint8_t *cp, const char *gp, ptrdiff_t nb, int kind,
+                             int tail, int isa)
+{
+    const pg_f8 zero = pg_f8_set1(0.0f);
+    for (ptrdiff_t l = 0; l < nb; l += 8) {
+        if (tail && l + 8 > nb) l = nb - 8;   /* the last 8 overlap the ones before */
+        if (kind == 0) {
+            const pg_i8 q = pg_b8_to_i8(cp + l, isa);
+            const pg_f8 v = zero + pg_f8_load((const float *)gp + l);
+            PG_LST(qbuf + l, q);
+            PG_LST(vbuf + l, v);
+            continue;
+        }
+        const pg_h8 q = pg_b8_to_h8(cp + l, isa);
+        const pg_h8 v = pg_h16_plus0(pg_h8_load((const uint16_t *)gp + l), kind, isa);
+        PG_LST((uint16_t *)qbuf + l, q);
+        PG_LST((uint16_t *)vbuf + l, v);
+    }
+}
+
+/* the staged block's lanes where their code is `want`, +0.0 elsewhere, stored from dp */
+PG_VEC_INLINE void pg_lput(char *dp, const uint32_t *PG_RESTRICT qbuf,
+                           const uint32_t *PG_RESTRICT vbuf, ptrdiff_t nb, int want, int kind,
+                           int stream, int tail, int isa)
+{
+    if (kind == 0) {
+        const pg_i8 wv = pg_i8_set1(want, isa);
+        for (ptrdiff_t l = 0; l < nb; l += 8) {
+            if (tail && l + 8 > nb) l = nb - 8;
+            pg_i8 q, v;
+            PG_LLD(q, qbuf + l);
+            PG_LLD(v, vbuf + l);
+            const pg_i8 x = (q == wv) & v;
+            if (stream) pg_i8_stream16x2(dp + l * 4, x);
+            else memcpy(dp + l * 4, &x, 32);
+        }
+        return;
+    }
+    const pg_h8 wv = pg_h8_set1((uint16_t)want, isa);
+    for (ptrdiff_t l = 0; l < nb; l += 8) {
+        if (tail && l + 8 > nb) l = nb - 8;
+        pg_h8 q, v;
+        PG_LLD(q, (const uint16_t *)qbuf + l);
+        PG_LLD(v, (const uint16_t *)vbuf + l);
+        const pg_h8 x = (pg_h8)(q == wv) & v;
+        if (stream) pg_h8_stream(dp + l * 2, x);
+        else memcpy(dp + l * 2, &x, 16);
+    }
+}
+
+#undef PG_LST
+#undef PG_LLD
+
+PG_VEC_INLINE void pg_lwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, ptrdiff_t xs,
                                   const char *g, ptrdiff_t gs, const uint8_t *code, int kind,
                                   int stream, ptrdiff_t Wo, ptrdiff_t L, ptrdiff_t kh,
-                                  ptrdiff_t kw, int tail)
+                                  ptrdiff_t kw, int tail, int isa)
 {
     const ptrdiff_t es = kind ? 2 : 4;
-    const __m256 zero = _mm256_setzero_ps();
     __attribute__((aligned(32))) uint32_t qbuf[PG_LBLOCK];   /* codes: 32 or 16 bits */
     __attribute__((aligned(32))) uint32_t vbuf[PG_LBLOCK];   /* values: 4 or 2 bytes */
     for (ptrdiff_t ow = 0; ow < Wo; ow++) {
@@ -884,66 +933,26 @@ static inline void pg_lwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, ptrdiff_t
                 l0 = L - 8;
                 nb = 8;
             }
-            const uint8_t *cp = code + ow * L + l0;
-            const char *gp = g + (ow * gs + l0) * es;
-            for (ptrdiff_t l = 0; l < nb; l += 8) {
-                if (tail && l + 8 > nb) l = nb - 8;   /* the last 8 overlap the ones before */
-                const __m128i q8 = _mm_loadl_epi64((const __m128i *)(cp + l));
-                if (kind == 0) {
-                    PG_ST256(qbuf + l, _mm256_cvtepu8_epi32(q8));
-                    PG_ST256(vbuf + l, _mm256_castps_si256(
-                        _mm256_add_ps(zero, _mm256_loadu_ps((const float *)gp + l))));
-                    continue;
-                }
-                const __m128i h = _mm_loadu_si128((const __m128i *)((const uint16_t *)gp + l));
-                PG_ST128((uint16_t *)qbuf + l, _mm_cvtepu8_epi16(q8));
-                PG_ST128((uint16_t *)vbuf + l, pg_h16_plus0(h, kind));
-            }
-            for (ptrdiff_t r = 0; r < kh; r++) {
-                for (ptrdiff_t c = 0; c < kw; c++) {
-                    char *dp = dst + (r * rs + (ow * kw + c) * xs + l0) * es;
-                    const int want = (int)(r * kw + c);
-                    if (kind == 0) {
-                        const __m256i wv = _mm256_set1_epi32(want);
-                        for (ptrdiff_t l = 0; l < nb; l += 8) {
-                            if (tail && l + 8 > nb) l = nb - 8;
-                            const __m256i x = _mm256_and_si256(
-                                _mm256_cmpeq_epi32(PG_LD256(qbuf + l), wv), PG_LD256(vbuf + l));
-                            if (stream) pg_stream32(dp + l * 4, x);
-                            else _mm256_storeu_si256((__m256i *)(dp + l * 4), x);
-                        }
-                    } else {
-                        const __m128i wv = _mm_set1_epi16((short)want);
-                        for (ptrdiff_t l = 0; l < nb; l += 8) {
-                            if (tail && l + 8 > nb) l = nb - 8;
-                            const __m128i x = _mm_and_si128(
-                                _mm_cmpeq_epi16(PG_LD128((uint16_t *)qbuf + l), wv),
-                                PG_LD128((uint16_t *)vbuf + l));
-                            if (stream) _mm_stream_si128((__m128i *)(dp + l * 2), x);
-                            else _mm_storeu_si128((__m128i *)(dp + l * 2), x);
-                        }
-                    }
-                }
-            }
+            pg_lstage(qbuf, vbuf, code + ow * L + l0, g + (ow * gs + l0) * es, nb, kind, tail,
+                      isa);
+            for (ptrdiff_t r = 0; r < kh; r++)
+                for (ptrdiff_t c = 0; c < kw; c++)
+                    pg_lput(dst + (r * rs + (ow * kw + c) * xs + l0) * es, qbuf, vbuf, nb,
+                            (int)(r * kw + c), kind, stream, tail, isa);
         }
     }
 }
 
-#undef PG_ST256
-#undef PG_LD256
-#undef PG_ST128
-#undef PG_LD128
-
-__attribute__((target("avx2,f16c")))
-static void pg_lwrite_row(void *dst, ptrdiff_t rs, ptrdiff_t xs, const void *g, ptrdiff_t gs,
-                          const uint8_t *code, int kind, int stream, ptrdiff_t Wo, ptrdiff_t L,
-                          ptrdiff_t kh, ptrdiff_t kw)
+PG_VEC_INLINE void pg_lwrite_row_in(void *dst, ptrdiff_t rs, ptrdiff_t xs, const void *g,
+                                    ptrdiff_t gs, const uint8_t *code, int kind, int stream,
+                                    ptrdiff_t Wo, ptrdiff_t L, ptrdiff_t kh, ptrdiff_t kw,
+                                    int isa)
 {
     /* streaming stores of 16 bytes: dst and the row and column strides 16-byte aligned */
     const ptrdiff_t es = kind ? 2 : 4;
     stream = stream && ((uintptr_t)dst % 16u) == 0 && (xs * es) % 16 == 0 && (rs * es) % 16 == 0;
 #define PG_LW(k, s, h, w, t) pg_lwrite_body((char *)dst, rs, xs, (const char *)g, gs, code, k, \
-                                            s, Wo, L, h, w, t)
+                                            s, Wo, L, h, w, t, isa)
 #define PG_LW_TAIL(k, s, h, w) do {                                                         \
         if (L % 8) PG_LW(k, s, h, w, 1);                                                    \
         else PG_LW(k, s, h, w, 0);                                                          \
@@ -982,17 +991,18 @@ static void pg_lwrite_row(void *dst, ptrdiff_t rs, ptrdiff_t xs, const void *g, 
  * input row r, the value where the code is r * kw + c, +0.0 elsewhere.  The values plus
  * zero and +0.0 elsewhere, as pg_lwrite_row; a staging buffer of PG_FCOLS columns makes
  * the rows' stores one row after another.  Streaming stores if `stream` (dst, rs and the
- * row 16-byte multiples).
+ * row 16-byte multiples).  (pg_fwrite_row is AVX2 only, with its byte shuffles: elsewhere
+ * pg_fcode_row answers 0 and the caller scatters.)
  */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline int pg_fcode_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
+PG_VEC_INLINE int pg_fcode_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
                                 ptrdiff_t n, ptrdiff_t L, ptrdiff_t base, ptrdiff_t W,
-                                ptrdiff_t kh, ptrdiff_t kw)
+                                ptrdiff_t kh, ptrdiff_t kw, int isa)
 {
-    __m256i hi = _mm256_setzero_si256(), top = _mm256_setzero_si256();
+    pg_q4 hi = {0, 0, 0, 0};
+    pg_u8 top = {0, 0, 0, 0, 0, 0, 0, 0};
     /* lane i of the step at o: its lane within the position (o + i) % L and its window's
      * top-left corner base + ((o + i) / L) * kw, both advanced by 8 a step */
-    __attribute__((aligned(32))) int32_t rem0[8], cur0[8];
+    int32_t rem0[8], cur0[8];
     for (ptrdiff_t i = 0, r = 0, c = base; i < 8; i++) {
         rem0[i] = (int32_t)r;
         cur0[i] = (int32_t)c;
@@ -1001,21 +1011,23 @@ static inline int pg_fcode_body(uint8_t *PG_RESTRICT code, const void *j, int j6
             c += kw;
         }
     }
-    __m256i rem = _mm256_load_si256((const __m256i *)rem0);
-    __m256i cur = _mm256_load_si256((const __m256i *)cur0);
-    const __m256i dr = _mm256_set1_epi32((int)(8 % L));
-    const __m256i dc = _mm256_set1_epi32((int)((8 / L) * kw));
-    const __m256i lm1 = _mm256_set1_epi32((int)(L - 1)), lv = _mm256_set1_epi32((int)L);
-    const __m256i kwv = _mm256_set1_epi32((int)kw);
+    pg_i8 rem, cur;
+    memcpy(&rem, rem0, 32);
+    memcpy(&cur, cur0, 32);
+    const pg_i8 dr = pg_i8_set1((int32_t)(8 % L), isa);
+    const pg_i8 dc = pg_i8_set1((int32_t)((8 / L) * kw), isa);
+    const pg_i8 lm1 = pg_i8_set1((int32_t)(L - 1), isa), lv = pg_i8_set1((int32_t)L, isa);
+    const pg_i8 kwv = pg_i8_set1((int32_t)kw, isa);
     ptrdiff_t o = 0;
     for (; o + 8 <= n; o += 8) {
-        pg_wcode_put8(code + o, pg_wcode8(pg_wlow8(j, o, j64, &hi), cur, W, kh, kw, kh == 2),
-                      &top);
-        rem = _mm256_add_epi32(rem, dr);
-        cur = _mm256_add_epi32(cur, dc);
-        const __m256i carry = _mm256_cmpgt_epi32(rem, lm1);
-        rem = _mm256_sub_epi32(rem, _mm256_and_si256(carry, lv));
-        cur = _mm256_add_epi32(cur, _mm256_and_si256(carry, kwv));
+        pg_wcode_put8(code + o,
+                      pg_wcode8(pg_wlow8(j, o, j64, &hi, isa), cur, W, kh, kw, kh == 2, isa),
+                      &top, isa);
+        rem = rem + dr;
+        cur = cur + dc;
+        const pg_i8 carry = (pg_i8)(rem > lm1);
+        rem = rem - (carry & lv);
+        cur = cur + (carry & kwv);
     }
     if (o < n) {
         o = n - 8;
@@ -1026,23 +1038,97 @@ static inline int pg_fcode_body(uint8_t *PG_RESTRICT code, const void *j, int j6
                 c += kw;
             }
         }
-        cur = _mm256_load_si256((const __m256i *)cur0);
-        pg_wcode_put8(code + o, pg_wcode8(pg_wlow8(j, o, j64, &hi), cur, W, kh, kw, kh == 2),
-                      &top);
+        memcpy(&cur, cur0, 32);
+        pg_wcode_put8(code + o,
+                      pg_wcode8(pg_wlow8(j, o, j64, &hi, isa), cur, W, kh, kw, kh == 2, isa),
+                      &top, isa);
     }
     return pg_wcode_all_in(top, hi, j64);
 }
 
-__attribute__((target("avx2,f16c")))
-static int pg_fcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t n, ptrdiff_t L,
-                        ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
+PG_VEC_INLINE int pg_fcode_row_in(uint8_t *code, const void *j, int j64, ptrdiff_t n,
+                                  ptrdiff_t L, ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh,
+                                  ptrdiff_t kw, int isa)
 {
     if (kh == 2 && kw == 2) {
-        if (j64) return pg_fcode_body(code, j, 1, n, L, base, W, 2, 2);
-        return pg_fcode_body(code, j, 0, n, L, base, W, 2, 2);
+        if (j64) return pg_fcode_body(code, j, 1, n, L, base, W, 2, 2, isa);
+        return pg_fcode_body(code, j, 0, n, L, base, W, 2, 2, isa);
     }
-    if (j64) return pg_fcode_body(code, j, 1, n, L, base, W, kh, kw);
-    return pg_fcode_body(code, j, 0, n, L, base, W, kh, kw);
+    if (j64) return pg_fcode_body(code, j, 1, n, L, base, W, kh, kw, isa);
+    return pg_fcode_body(code, j, 0, n, L, base, W, kh, kw, isa);
+}
+
+/* one copy of the gather forms' entry points per instruction set */
+#define PG_GATHER_ISA(SFX, ATTR, ISA)                                                       \
+ATTR static int pg_wcode_plane_##SFX(uint8_t *code, const void *j, int j64, ptrdiff_t Ho,   \
+                                     ptrdiff_t Wo, ptrdiff_t js, ptrdiff_t W, ptrdiff_t kh) \
+{                                                                                           \
+    return pg_wcode_plane_in(code, j, j64, Ho, Wo, js, W, kh, ISA);                         \
+}                                                                                           \
+ATTR static void pg_wrows_##SFX(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g,       \
+                                ptrdiff_t gs, int kind, int stream, const uint8_t *code,    \
+                                ptrdiff_t Wo, ptrdiff_t n, ptrdiff_t r0, ptrdiff_t r1,      \
+                                ptrdiff_t chunk)                                            \
+{                                                                                           \
+    pg_wrows_in(dst, rs, ds, g, gs, kind, stream, code, Wo, n, r0, r1, chunk, ISA);         \
+}                                                                                           \
+ATTR static int pg_lcode_row_##SFX(uint8_t *code, const void *j, int j64, ptrdiff_t js,     \
+                                   ptrdiff_t Wo, ptrdiff_t L, ptrdiff_t base, ptrdiff_t W,  \
+                                   ptrdiff_t kh, ptrdiff_t kw)                              \
+{                                                                                           \
+    return pg_lcode_row_in(code, j, j64, js, Wo, L, base, W, kh, kw, ISA);                  \
+}                                                                                           \
+ATTR static int pg_lcode_rowt_##SFX(uint8_t *code, const void *j, int j64, ptrdiff_t jl,    \
+                                    ptrdiff_t Wo, ptrdiff_t L, ptrdiff_t base, ptrdiff_t W, \
+                                    ptrdiff_t kh, ptrdiff_t kw, ptrdiff_t pf)               \
+{                                                                                           \
+    return pg_lcode_rowt_in(code, j, j64, jl, Wo, L, base, W, kh, kw, pf, ISA);             \
+}                                                                                           \
+ATTR static void pg_lanes_gather_##SFX(void *t, const void *g, ptrdiff_t gl, ptrdiff_t Wo,  \
+                                       ptrdiff_t L, ptrdiff_t es, ptrdiff_t pf)             \
+{                                                                                           \
+    pg_lanes_gather_in(t, g, gl, Wo, L, es, pf, ISA);                                       \
+}                                                                                           \
+ATTR static void pg_lwrite_row_##SFX(void *dst, ptrdiff_t rs, ptrdiff_t xs, const void *g,  \
+                                     ptrdiff_t gs, const uint8_t *code, int kind,           \
+                                     int stream, ptrdiff_t Wo, ptrdiff_t L, ptrdiff_t kh,   \
+                                     ptrdiff_t kw)                                          \
+{                                                                                           \
+    pg_lwrite_row_in(dst, rs, xs, g, gs, code, kind, stream, Wo, L, kh, kw, ISA);           \
+}                                                                                           \
+ATTR static int pg_fcode_row_##SFX(uint8_t *code, const void *j, int j64, ptrdiff_t n,      \
+                                   ptrdiff_t L, ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh,  \
+                                   ptrdiff_t kw)                                            \
+{                                                                                           \
+    return pg_fcode_row_in(code, j, j64, n, L, base, W, kh, kw, ISA);                       \
+}
+
+PG_GATHER_ISA(base, , PG_ISA_BASE)
+#if PG_X86_DISPATCH
+PG_GATHER_ISA(avx2, PG_TARGET_AVX2_F16C, PG_ISA_AVX2)
+#endif
+#endif
+
+#if PG_X86_DISPATCH
+/* the flat rows' write pass, AVX2 only (its gathers are byte shuffles within 128-bit
+ * lanes, vpshufb, and 32-bit permutes, vpermps, that the vector layer does not have yet) */
+/* 32 bytes at a 16-byte boundary, streamed */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline void pg_fw_stream32(char *d, __m256i v)
+{
+    _mm_stream_si128((__m128i *)d, _mm256_castsi256_si128(v));
+    _mm_stream_si128((__m128i *)(d + 16), _mm256_extracti128_si256(v, 1));
+}
+
+/* eight 16-bit values plus zero, as pg_h16_plus0 */
+__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
+static inline __m128i pg_fw_plus0(__m128i h, int kind)
+{
+    pg_h8 v, r;
+    memcpy(&v, &h, 16);
+    r = pg_h16_plus0(v, kind, PG_ISA_AVX2);
+    memcpy(&h, &r, 16);
+    return h;
 }
 
 #define PG_FCOLS 512   /* staged columns (a multiple of 16) */
@@ -1086,7 +1172,7 @@ static inline void pg_fwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, const cha
             const __m256i c = _mm256_loadu_si256((const __m256i *)(t + 1));
             const uint16_t *s = (const uint16_t *)g + t[0];
             const __m256i a = _mm256_broadcastsi128_si256(
-                pg_h16_plus0(_mm_loadu_si128((const __m128i *)s), kind));
+                pg_fw_plus0(_mm_loadu_si128((const __m128i *)s), kind));
             const __m256i qa = _mm256_broadcastsi128_si256(
                 _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)cp)));
             __m256i v, q;
@@ -1095,7 +1181,7 @@ static inline void pg_fwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, const cha
                 q = _mm256_shuffle_epi8(qa, c);
             } else {
                 const __m256i b8 = _mm256_broadcastsi128_si256(
-                    pg_h16_plus0(_mm_loadu_si128((const __m128i *)(s + 8)), kind));
+                    pg_fw_plus0(_mm_loadu_si128((const __m128i *)(s + 8)), kind));
                 const __m256i qb = _mm256_broadcastsi128_si256(
                     _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(cp + 8))));
                 const __m256i ca = _mm256_adds_epu8(c, c70), cb = _mm256_sub_epi8(c, c16);
@@ -1118,7 +1204,7 @@ static inline void pg_fwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, const cha
                     : _mm256_add_epi16(cpos, _mm256_set1_epi16((short)(r * kw)));
                 const __m256i x = _mm256_and_si256(
                     kind == 0 ? _mm256_cmpeq_epi32(q, want) : _mm256_cmpeq_epi16(q, want), v);
-                if (stream) pg_stream32(row + j * es, x);
+                if (stream) pg_fw_stream32(row + j * es, x);
                 else _mm256_storeu_si256((__m256i *)(row + j * es), x);
             }
         }
@@ -1126,9 +1212,9 @@ static inline void pg_fwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, const cha
 }
 
 __attribute__((target("avx2,f16c")))
-static void pg_fwrite_row(void *dst, ptrdiff_t rs, const void *g, const uint8_t *code,
-                          const int64_t *sp, ptrdiff_t n, int kind, int stream, int wide,
-                          ptrdiff_t kh, ptrdiff_t kw)
+static void pg_fwrite_row_avx2(void *dst, ptrdiff_t rs, const void *g, const uint8_t *code,
+                               const int64_t *sp, ptrdiff_t n, int kind, int stream, int wide,
+                               ptrdiff_t kh, ptrdiff_t kw)
 {
     const ptrdiff_t es = kind ? 2 : 4;
     stream = stream && ((uintptr_t)dst % 16u) == 0 && (rs * es) % 16 == 0 && (n * es) % 16 == 0;
@@ -1150,46 +1236,42 @@ static void pg_fwrite_row(void *dst, ptrdiff_t rs, const void *g, const uint8_t 
 #undef PG_FW
 }
 
+#endif
+
+/* The gather forms' entry points: the AVX2 copies where the CPU has AVX2 and F16C (and they
+ * are allowed), else the baseline ones.  Without the vector layer, and for flat rows
+ * without AVX2, the codes' passes answer 0 (not every index in its own window) and the
+ * caller scatters every plane; the write passes run only for planes a codes' pass
+ * answered 1 for, under the same choice. */
+static inline int pg_gather_isa(void)
+{
+#if PG_X86_DISPATCH
+    if (pg_have_avx2() && pg_have_f16c()) return 2;
+#endif
+    return PG_VEC;
+}
+
+#if PG_X86_DISPATCH
+#define PG_GATHER(F, ARGS)                                                                  \
+    return pg_gather_isa() == 2 ? F##_avx2 ARGS : F##_base ARGS
+#define PG_GWRITE(F, ARGS)                                                                  \
+    do {                                                                                    \
+        if (pg_gather_isa() == 2) F##_avx2 ARGS;                                            \
+        else F##_base ARGS;                                                                 \
+    } while (0)
+#elif PG_VEC
+#define PG_GATHER(F, ARGS) return F##_base ARGS
+#define PG_GWRITE(F, ARGS) F##_base ARGS
 #else
-static inline ptrdiff_t pg_flush_shift(const void *dst, ptrdiff_t n, int kind)
-{
-    (void)dst; (void)n; (void)kind;
-    return 0;
-}
-
-static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, int j64,
-                           ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
-                           ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
-{
-    (void)buf; (void)g; (void)kind; (void)j; (void)j64; (void)n; (void)lo; (void)span;
-    (void)lanes; (void)dummy; (void)map; (void)mshift;
-}
-
-static void pg_scatter_lane_rows(float *buf, const void *g, ptrdiff_t gl, ptrdiff_t gt,
-                                 int kind, const void *j, ptrdiff_t jl, ptrdiff_t jt, int j64,
-                                 ptrdiff_t n, ptrdiff_t L, uint64_t lo, uint64_t span,
-                                 ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
-{
-    (void)buf; (void)g; (void)gl; (void)gt; (void)kind; (void)j; (void)jl; (void)jt;
-    (void)j64; (void)n; (void)L; (void)lo; (void)span; (void)dummy; (void)map; (void)mshift;
-}
-
-static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int stream,
-                           uint8_t *map, ptrdiff_t mshift)
-{
-    (void)buf; (void)dst; (void)n; (void)kind; (void)stream; (void)map; (void)mshift;
-}
-
-static void pg_zero_f32(float *d, ptrdiff_t n)
-{
-    memset(d, 0, (size_t)n * sizeof(float));
-}
+#define PG_GATHER(F, ARGS) return 0
+#define PG_GWRITE(F, ARGS) (void)0
+#endif
 
 static int pg_wcode_plane(uint8_t *code, const void *j, int j64, ptrdiff_t Ho, ptrdiff_t Wo,
                           ptrdiff_t js, ptrdiff_t W, ptrdiff_t kh)
 {
     (void)code; (void)j; (void)j64; (void)Ho; (void)Wo; (void)js; (void)W; (void)kh;
-    return 0;
+    PG_GATHER(pg_wcode_plane, (code, j, j64, Ho, Wo, js, W, kh));
 }
 
 static int pg_lcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t js, ptrdiff_t Wo,
@@ -1197,7 +1279,7 @@ static int pg_lcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t js, ptr
 {
     (void)code; (void)j; (void)j64; (void)js; (void)Wo; (void)L; (void)base; (void)W;
     (void)kh; (void)kw;
-    return 0;
+    PG_GATHER(pg_lcode_row, (code, j, j64, js, Wo, L, base, W, kh, kw));
 }
 
 static int pg_lcode_rowt(uint8_t *code, const void *j, int j64, ptrdiff_t jl, ptrdiff_t Wo,
@@ -1206,13 +1288,24 @@ static int pg_lcode_rowt(uint8_t *code, const void *j, int j64, ptrdiff_t jl, pt
 {
     (void)code; (void)j; (void)j64; (void)jl; (void)Wo; (void)L; (void)base; (void)W;
     (void)kh; (void)kw; (void)pf;
-    return 0;
+    PG_GATHER(pg_lcode_rowt, (code, j, j64, jl, Wo, L, base, W, kh, kw, pf));
+}
+
+static int pg_fcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t n, ptrdiff_t L,
+                        ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
+{
+    (void)code; (void)j; (void)j64; (void)n; (void)L; (void)base; (void)W; (void)kh; (void)kw;
+#if PG_X86_DISPATCH
+    if (pg_gather_isa() == 2) return pg_fcode_row_avx2(code, j, j64, n, L, base, W, kh, kw);
+#endif
+    return 0;   /* pg_fwrite_row is AVX2 only */
 }
 
 static void pg_lanes_gather(void *t, const void *g, ptrdiff_t gl, ptrdiff_t Wo, ptrdiff_t L,
                             ptrdiff_t es, ptrdiff_t pf)
 {
     (void)t; (void)g; (void)gl; (void)Wo; (void)L; (void)es; (void)pf;
+    PG_GWRITE(pg_lanes_gather, (t, g, gl, Wo, L, es, pf));
 }
 
 static void pg_lwrite_row(void *dst, ptrdiff_t rs, ptrdiff_t xs, const void *g, ptrdiff_t gs,
@@ -1221,13 +1314,7 @@ static void pg_lwrite_row(void *dst, ptrdiff_t rs, ptrdiff_t xs, const void *g, 
 {
     (void)dst; (void)rs; (void)xs; (void)g; (void)gs; (void)code; (void)kind; (void)stream;
     (void)Wo; (void)L; (void)kh; (void)kw;
-}
-
-static int pg_fcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t n, ptrdiff_t L,
-                        ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
-{
-    (void)code; (void)j; (void)j64; (void)n; (void)L; (void)base; (void)W; (void)kh; (void)kw;
-    return 0;
+    PG_GWRITE(pg_lwrite_row, (dst, rs, xs, g, gs, code, kind, stream, Wo, L, kh, kw));
 }
 
 static void pg_fwrite_row(void *dst, ptrdiff_t rs, const void *g, const uint8_t *code,
@@ -1236,6 +1323,9 @@ static void pg_fwrite_row(void *dst, ptrdiff_t rs, const void *g, const uint8_t 
 {
     (void)dst; (void)rs; (void)g; (void)code; (void)sp; (void)n; (void)kind; (void)stream;
     (void)wide; (void)kh; (void)kw;
+#if PG_X86_DISPATCH
+    pg_fwrite_row_avx2(dst, rs, g, code, sp, n, kind, stream, wide, kh, kw);
+#endif
 }
 
 static void pg_wrows(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g, ptrdiff_t gs,
@@ -1244,7 +1334,9 @@ static void pg_wrows(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g, ptrdi
 {
     (void)dst; (void)rs; (void)ds; (void)g; (void)gs; (void)kind; (void)stream; (void)code;
     (void)Wo; (void)n; (void)r0; (void)r1; (void)chunk;
+    PG_GWRITE(pg_wrows, (dst, rs, ds, g, gs, kind, stream, code, Wo, n, r0, r1, chunk));
 }
-#endif
+#undef PG_GATHER
+#undef PG_GWRITE
 
 #endif

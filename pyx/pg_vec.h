@@ -300,6 +300,580 @@ PG_VEC_INLINE void pg_f8_transpose8(pg_f8 r[8], int isa)
     for (int j = 0; j < 8; j++) r[j] = PG_JOIN(q[j % 4][j / 4], q[4 + j % 4][j / 4]);
 }
 
+/* --- layer for pg_scatter.h --- */
+typedef int64_t pg_q4 __attribute__((vector_size(32)));     /* four int64 lanes */
+typedef uint64_t pg_uq4 __attribute__((vector_size(32)));   /* four uint64 lanes */
+typedef uint32_t pg_u4 __attribute__((vector_size(16)));    /* four uint32 lanes */
+typedef uint16_t pg_h4 __attribute__((vector_size(8)));     /* four 16-bit values */
+typedef uint16_t pg_h16 __attribute__((vector_size(32)));   /* sixteen 16-bit values */
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+#if PG_X86_DISPATCH
+/* AVX2 / F16C forms of the primitives below (pointers: see pg_f8_from_f16_f16c) */
+PG_TARGET_AVX2_F16C static inline int pg_q4_movemask_avx2(const pg_q4 *m)
+{
+    __m256d x;
+    memcpy(&x, m, 32);
+    return _mm256_movemask_pd(x);
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_f4_from_f16_f16c(const pg_h4 *h, pg_f4 *v)
+{
+    __m128i x = _mm_setzero_si128();
+    memcpy(&x, h, 8);
+    const __m128 r = _mm_cvtph_ps(x);
+    memcpy(v, &r, 16);
+}
+
+PG_TARGET_AVX2_F16C static inline float pg_f16_to_f32_f16c(uint16_t h) { return _cvtsh_ss(h); }
+
+PG_TARGET_AVX2_F16C static inline uint16_t pg_f32_to_f16_f16c(float f)
+{
+    return (uint16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_bf16x16_avx2(const pg_f8 *a, const pg_f8 *b,
+                                                       pg_h16 *h)
+{
+    __m256 x, y;
+    memcpy(&x, a, 32);
+    memcpy(&y, b, 32);
+    const __m256i q = pg_bf16_round16_avx2(x, y);
+    memcpy(h, &q, 32);
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_f16x16_f16c(const pg_f8 *a, const pg_f8 *b,
+                                                      pg_h16 *h)
+{
+    __m256 x, y;
+    memcpy(&x, a, 32);
+    memcpy(&y, b, 32);
+    const __m256i q = _mm256_set_m128i(_mm256_cvtps_ph(y, _MM_FROUND_TO_NEAREST_INT),
+                                       _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+    memcpy(h, &q, 32);
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_i8_stream_avx2(void *p, const pg_i8 *v)
+{
+    __m256i x;
+    memcpy(&x, v, 32);
+    _mm256_stream_si256((__m256i *)p, x);
+}
+#endif
+
+/* a + b with a the first operand of the x86 instruction (where both are NaN, x86 keeps the
+ * first one's bits; a compiler may swap the operands of `+`, clang even those of
+ * _mm_add_ss): VEX-encoded in AVX code, SSE otherwise */
+PG_VEC_INLINE float pg_add_first(float a, float b, int isa)
+{
+#if defined(__x86_64__) || defined(__i386__)
+#if defined(__AVX__)
+    isa = PG_ISA_AVX2;
+#endif
+    if (isa == PG_ISA_AVX2) __asm__("vaddss {%2, %1, %0|%0, %1, %2}" : "=x"(a) : "x"(a), "x"(b));
+    else __asm__("addss {%1, %0|%0, %1}" : "+x"(a) : "x"(b));
+    return a;
+#else
+    (void)isa;
+    return a + b;
+#endif
+}
+
+/* four int64 lanes from p, or four int32 lanes sign-extended */
+PG_VEC_INLINE pg_q4 pg_q4_load(const void *p) { pg_q4 v; memcpy(&v, p, 32); return v; }
+PG_VEC_INLINE pg_q4 pg_q4_from_i32(const void *p)
+{
+    pg_i4 v;
+    memcpy(&v, p, 16);
+    return __builtin_convertvector(v, pg_q4);
+}
+
+/* bit k: lane k of m (all ones or all zeros) set */
+PG_VEC_INLINE int pg_q4_movemask(pg_q4 m, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) return pg_q4_movemask_avx2(&m);
+#endif
+    (void)isa;
+#if defined(__SSE2__)
+    __m128d lo, hi;
+    memcpy(&lo, &m, 16);
+    memcpy(&hi, (const char *)&m + 16, 16);
+    return _mm_movemask_pd(lo) | (_mm_movemask_pd(hi) << 2);
+#else
+    return (int)((m[0] & 1) | (m[1] & 2) | (m[2] & 4) | (m[3] & 8));
+#endif
+}
+
+/* four float16 / bfloat16 values widened to float32 */
+PG_VEC_INLINE pg_f4 pg_f4_from_f16(pg_h4 h, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_f4 v;
+        pg_f4_from_f16_f16c(&h, &v);
+        return v;
+    }
+#endif
+    (void)isa;
+#if PG_VEC_F16
+    typedef _Float16 pg_hf4 __attribute__((vector_size(8)));
+    return __builtin_convertvector((pg_hf4)h, pg_f4);
+#else
+    return (pg_f4){pg_f16_to_f32(h[0]), pg_f16_to_f32(h[1]), pg_f16_to_f32(h[2]),
+                   pg_f16_to_f32(h[3])};
+#endif
+}
+
+PG_VEC_INLINE pg_f4 pg_f4_from_bf16(pg_h4 h)
+{
+    return (pg_f4)(__builtin_convertvector(h, pg_u4) << 16);
+}
+
+/* one float16 value to float32 and back (pg_half.h's values; F16C where isa says) */
+PG_VEC_INLINE float pg_f16_to_f32_isa(uint16_t h, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) return pg_f16_to_f32_f16c(h);
+#endif
+    (void)isa;
+#if PG_VEC_F16
+    _Float16 x;
+    memcpy(&x, &h, 2);
+    return (float)x;
+#else
+    return pg_f16_to_f32(h);
+#endif
+}
+
+PG_VEC_INLINE uint16_t pg_f32_to_f16_isa(float f, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) return pg_f32_to_f16_f16c(f);
+#endif
+    (void)isa;
+#if PG_VEC_F16
+    const _Float16 x = (_Float16)f;
+    uint16_t h;
+    memcpy(&h, &x, 2);
+    return h;
+#else
+    return pg_f32_to_f16(f);
+#endif
+}
+
+/* sixteen values rounded to bfloat16 (pg_f8x2_to_bf16's), a then b, in one vector */
+PG_VEC_INLINE pg_h16 pg_f8x2_to_bf16x16(pg_f8 a, pg_f8 b, int isa)
+{
+    pg_h16 h;
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_bf16x16_avx2(&a, &b, &h);
+        return h;
+    }
+#endif
+    (void)isa;
+    const pg_h8 ha = pg_f8_to_bf16(a), hb = pg_f8_to_bf16(b);
+    memcpy(&h, &ha, 16);
+    memcpy((char *)&h + 16, &hb, 16);
+    return h;
+}
+
+/* sixteen values rounded to float16 (pg_f8_to_f16's), a then b, in one vector */
+PG_VEC_INLINE pg_h16 pg_f8x2_to_f16x16(pg_f8 a, pg_f8 b, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_h16 h;
+        pg_f16x16_f16c(&a, &b, &h);
+        return h;
+    }
+#endif
+    const pg_h8 ha = pg_f8_to_f16(a, isa), hb = pg_f8_to_f16(b, isa);
+    pg_h16 h;
+    memcpy(&h, &ha, 16);
+    memcpy((char *)&h + 16, &hb, 16);
+    return h;
+}
+
+/* 32 bytes stored past the caches where the target has streaming stores (x86): p 32-byte
+ * aligned (AVX2: one store), or pg_i8_stream16x2 for p 16-byte aligned (two) */
+PG_VEC_INLINE void pg_i8_stream16x2(void *p, pg_i8 v)
+{
+#if defined(__SSE2__)
+    __m128i lo, hi;
+    memcpy(&lo, &v, 16);
+    memcpy(&hi, (const char *)&v + 16, 16);
+    _mm_stream_si128((__m128i *)p, lo);
+    _mm_stream_si128((__m128i *)p + 1, hi);
+#else
+    memcpy(p, &v, 32);
+#endif
+}
+
+PG_VEC_INLINE void pg_i8_stream(void *p, pg_i8 v, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_i8_stream_avx2(p, &v);
+        return;
+    }
+#endif
+    (void)isa;
+    pg_i8_stream16x2(p, v);
+}
+
+/* the gather forms' integer steps */
+typedef uint8_t pg_b8 __attribute__((vector_size(8)));      /* eight bytes */
+
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2_F16C static inline void pg_i8_select_avx2(const pg_i8 *m, const pg_i8 *a,
+                                                         const pg_i8 *b, pg_i8 *r)
+{
+    __m256i x, y, z;
+    memcpy(&x, m, 32);
+    memcpy(&y, a, 32);
+    memcpy(&z, b, 32);
+    const __m256i q = _mm256_blendv_epi8(z, y, x);
+    memcpy(r, &q, 32);
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_u8_max_avx2(const pg_u8 *a, const pg_u8 *b,
+                                                      pg_u8 *r)
+{
+    __m256i x, y;
+    memcpy(&x, a, 32);
+    memcpy(&y, b, 32);
+    const __m256i q = _mm256_max_epu32(x, y);
+    memcpy(r, &q, 32);
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_i8_bytes8_avx2(const pg_i8 *c, void *dst)
+{
+    __m256i x;
+    memcpy(&x, c, 32);
+    const __m128i h = _mm_packus_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+    _mm_storel_epi64((__m128i *)dst, _mm_packus_epi16(h, h));
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_i8x2_bytes16_avx2(const pg_i8 *a, const pg_i8 *b,
+                                                            void *dst)
+{
+    __m256i x, y;
+    memcpy(&x, a, 32);
+    memcpy(&y, b, 32);
+    /* bytes: dwords 0 1 of the first 128 bits hold lanes 0-3 of a and of b, of the second
+     * 4-7 of each */
+    const __m256i w = _mm256_packus_epi32(x, y);
+    const __m256i q = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(w, w),
+                                                  _mm256_setr_epi32(0, 4, 1, 5, 0, 4, 1, 5));
+    _mm_storeu_si128((__m128i *)dst, _mm256_castsi256_si128(q));
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_q4x2_lo32_avx2(const pg_q4 *a, const pg_q4 *b,
+                                                         pg_i8 *r)
+{
+    __m256 x, y;
+    memcpy(&x, a, 32);
+    memcpy(&y, b, 32);
+    /* dwords 0 2 of each 128-bit half of a, then of b: lanes 0 1 4 5 | 2 3 6 7, which the
+     * 64-bit permute puts in order */
+    const __m256i q = _mm256_permute4x64_epi64(_mm256_castps_si256(_mm256_shuffle_ps(x, y, 0x88)),
+                                               0xD8);
+    memcpy(r, &q, 32);
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_i8_zip_avx2(const pg_i8 *a, const pg_i8 *b,
+                                                      pg_i8 *lo, pg_i8 *hi)
+{
+    __m256i x, y;
+    memcpy(&x, a, 32);
+    memcpy(&y, b, 32);
+    const __m256i l = _mm256_unpacklo_epi32(x, y), h = _mm256_unpackhi_epi32(x, y);
+    const __m256i p = _mm256_permute2x128_si256(l, h, 0x20);
+    const __m256i q = _mm256_permute2x128_si256(l, h, 0x31);
+    memcpy(lo, &p, 32);
+    memcpy(hi, &q, 32);
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_h8_zip_avx2(const pg_h8 *a, const pg_h8 *b,
+                                                      pg_h16 *r)
+{
+    __m128i x, y;
+    memcpy(&x, a, 16);
+    memcpy(&y, b, 16);
+    const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi16(x, y)),
+                                              _mm_unpackhi_epi16(x, y), 1);
+    memcpy(r, &q, 32);
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_h8_to_u8_avx2(const pg_h8 *h, pg_u8 *r)
+{
+    __m128i x;
+    memcpy(&x, h, 16);
+    const __m256i q = _mm256_cvtepu16_epi32(x);
+    memcpy(r, &q, 32);
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_u8_to_h8_avx2(const pg_u8 *v, pg_h8 *r)
+{
+    __m256i x;
+    memcpy(&x, v, 32);
+    const __m128i q = _mm_packus_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+    memcpy(r, &q, 16);
+}
+#endif
+
+/* every lane x (gcc builds a vector literal of a variable lane by lane in AVX code: the
+ * AVX2 forms broadcast it) */
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2_F16C static inline void pg_i8_set1_avx2(int32_t x, pg_i8 *r)
+{
+    const __m256i q = _mm256_set1_epi32(x);
+    memcpy(r, &q, 32);
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_h16_set1_avx2(uint16_t x, pg_h16 *r)
+{
+    const __m256i q = _mm256_set1_epi16((short)x);
+    memcpy(r, &q, 32);
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_h8_set1_avx2(uint16_t x, pg_h8 *r)
+{
+    const __m128i q = _mm_set1_epi16((short)x);
+    memcpy(r, &q, 16);
+}
+
+/* eight bytes at p widened to 32 bits */
+PG_TARGET_AVX2_F16C static inline void pg_b8_to_i8_avx2(const void *p, pg_i8 *r)
+{
+    const __m256i q = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    memcpy(r, &q, 32);
+}
+
+PG_TARGET_AVX2_F16C static inline void pg_b8_to_h8_avx2(const void *p, pg_h8 *r)
+{
+    const __m128i q = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)p));
+    memcpy(r, &q, 16);
+}
+#endif
+
+PG_VEC_INLINE pg_i8 pg_i8_set1(int32_t x, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_i8 r;
+        pg_i8_set1_avx2(x, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    return (pg_i8){x, x, x, x, x, x, x, x};
+}
+
+PG_VEC_INLINE pg_h8 pg_h8_set1(uint16_t x, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_h8 r;
+        pg_h8_set1_avx2(x, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    return (pg_h8){x, x, x, x, x, x, x, x};
+}
+
+PG_VEC_INLINE pg_h16 pg_h16_set1(uint16_t x, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_h16 r;
+        pg_h16_set1_avx2(x, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    return (pg_h16){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
+}
+
+/* eight bytes at p widened to eight 16-bit or 32-bit lanes */
+PG_VEC_INLINE pg_h8 pg_b8_to_h8(const void *p, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_h8 r;
+        pg_b8_to_h8_avx2(p, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    pg_b8 b;
+    memcpy(&b, p, 8);
+    return __builtin_convertvector(b, pg_h8);
+}
+
+PG_VEC_INLINE pg_i8 pg_b8_to_i8(const void *p, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_i8 r;
+        pg_b8_to_i8_avx2(p, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    pg_b8 b;
+    memcpy(&b, p, 8);
+    return __builtin_convertvector(b, pg_i8);
+}
+
+/* m ? a : b, lane by lane (m: all ones or all zeros) */
+PG_VEC_INLINE pg_i8 pg_i8_select(pg_i8 m, pg_i8 a, pg_i8 b, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_i8 r;
+        pg_i8_select_avx2(&m, &a, &b, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    return (m & a) | (~m & b);
+}
+
+/* the larger of a and b, lane by lane, unsigned */
+PG_VEC_INLINE pg_u8 pg_u8_max(pg_u8 a, pg_u8 b, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_u8 r;
+        pg_u8_max_avx2(&a, &b, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    const pg_u8 m = (pg_u8)(a > b);
+    return (a & m) | (b & ~m);
+}
+
+/* eight lanes of 0..255 stored as eight bytes; a then b (sixteen) as sixteen */
+PG_VEC_INLINE void pg_i8_bytes8(void *dst, pg_i8 c, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_i8_bytes8_avx2(&c, dst);
+        return;
+    }
+#endif
+    (void)isa;
+    const pg_b8 b = __builtin_convertvector(c, pg_b8);
+    memcpy(dst, &b, 8);
+}
+
+PG_VEC_INLINE void pg_i8x2_bytes16(void *dst, pg_i8 a, pg_i8 b, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_i8x2_bytes16_avx2(&a, &b, dst);
+        return;
+    }
+#endif
+    pg_i8_bytes8(dst, a, isa);
+    pg_i8_bytes8((char *)dst + 8, b, isa);
+}
+
+/* the low 32 bits of the eight int64 lanes of a then b, in order */
+PG_VEC_INLINE pg_i8 pg_q4x2_lo32(pg_q4 a, pg_q4 b, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_i8 r;
+        pg_q4x2_lo32_avx2(&a, &b, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    return PG_SHUF8((pg_i8)a, (pg_i8)b, 0, 2, 4, 6, 8, 10, 12, 14);
+}
+
+/* the lanes of a and b interleaved: *lo = a0 b0 a1 b1 a2 b2 a3 b3, *hi = a4 b4 ... a7 b7 */
+PG_VEC_INLINE void pg_i8_zip(pg_i8 a, pg_i8 b, pg_i8 *lo, pg_i8 *hi, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_i8_zip_avx2(&a, &b, lo, hi);
+        return;
+    }
+#endif
+    (void)isa;
+    *lo = PG_SHUF8(a, b, 0, 8, 1, 9, 2, 10, 3, 11);
+    *hi = PG_SHUF8(a, b, 4, 12, 5, 13, 6, 14, 7, 15);
+}
+
+/* the 16-bit lanes of a and b interleaved: a0 b0 a1 b1 ... a7 b7 */
+PG_VEC_INLINE pg_h16 pg_h8_zip(pg_h8 a, pg_h8 b, int isa)
+{
+    pg_h16 r;
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_h8_zip_avx2(&a, &b, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    for (int i = 0; i < 8; i++) {
+        r[2 * i] = a[i];
+        r[2 * i + 1] = b[i];
+    }
+    return r;
+}
+
+/* eight 16-bit lanes widened to 32 bits (gcc's __builtin_convertvector takes three
+ * instructions in AVX code) */
+PG_VEC_INLINE pg_u8 pg_h8_to_u8(pg_h8 h, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_u8 r;
+        pg_h8_to_u8_avx2(&h, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    return __builtin_convertvector(h, pg_u8);
+}
+
+/* eight 32-bit lanes of 0..65535 narrowed to 16 bits */
+PG_VEC_INLINE pg_h8 pg_u8_to_h8(pg_u8 v, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_h8 r;
+        pg_u8_to_h8_avx2(&v, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    return __builtin_convertvector(v, pg_h8);
+}
+
+/* 16 bytes at a 16-byte boundary stored past the caches where the target has streaming
+ * stores (x86) */
+PG_VEC_INLINE void pg_h8_stream(void *p, pg_h8 v)
+{
+#if defined(__SSE2__)
+    __m128i x;
+    memcpy(&x, &v, 16);
+    _mm_stream_si128((__m128i *)p, x);
+#else
+    memcpy(p, &v, 16);
+#endif
+}
+
 #else
 #define PG_VEC 0
 #endif
