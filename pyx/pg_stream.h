@@ -19,6 +19,7 @@
 
 #include "pg_cpu.h"
 #include "pg_half.h"
+#include "pg_vec.h"
 
 #if defined(__SSE2__) || defined(_M_X64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2)
 #include <emmintrin.h>
@@ -35,6 +36,16 @@
         if ((((uintptr_t)(dst)) % sizeof(T)) != 0 || head > n) head = n;              \
         body_end = head + ((n - head) / (64 / (ptrdiff_t)sizeof(T))) * (64 / (ptrdiff_t)sizeof(T)); \
     } while (0)
+
+#if PG_VEC
+/* 16 bytes from src (any alignment) streamed to dst (16-byte aligned) */
+PG_VEC_INLINE void pg_copy16_nt(void *dst, const void *src)
+{
+    pg_f4 v;
+    memcpy(&v, src, 16);
+    pg_f4_stream(dst, v);
+}
+#endif
 
 static inline float pg_combine1_f32(const float *const *rows, ptrdiff_t nr, ptrdiff_t j)
 {
@@ -113,18 +124,19 @@ PG_MUL_LOOP(double, pg_mul_base_f64, )
 PG_MUL_INPLACE_LOOP(pg_mulin_base_f32, )
 PG_LOAD_LANES_LOOP(float, pg_load_lanes_base_f32, )
 PG_LOAD_LANES_LOOP(double, pg_load_lanes_base_f64, )
-PG_COMBINE_LOOPS(float, pg_combine_base_f32, )
-PG_COMBINE_LOOPS(double, pg_combine_base_f64, )
+PG_COMBINE_LOOPS(float, pg_combine_few_base_f32, )
+PG_COMBINE_LOOPS(double, pg_combine_few_base_f64, )
 #if PG_X86_DISPATCH
 PG_COMBINE_LOOPS(float, pg_combine_few_avx2_f32, PG_TARGET_AVX2)
+PG_COMBINE_LOOPS(double, pg_combine_few_avx2_f64, PG_TARGET_AVX2)
 PG_MUL_LOOP(float, pg_mul_avx2_f32, PG_TARGET_AVX2)
 PG_MUL_LOOP(double, pg_mul_avx2_f64, PG_TARGET_AVX2)
 PG_MUL_INPLACE_LOOP(pg_mulin_avx2_f32, PG_TARGET_AVX2)
 PG_LOAD_LANES_LOOP(float, pg_load_lanes_avx2_f32, PG_TARGET_AVX2)
 PG_LOAD_LANES_LOOP(double, pg_load_lanes_avx2_f64, PG_TARGET_AVX2)
+#endif
 
-PG_COMBINE_LOOPS(double, pg_combine_few_avx2_f64, PG_TARGET_AVX2)
-
+#if PG_VEC
 /*
  * The sum of nr >= 4 rows that follow each other rs floats apart (consecutive E rows: one
  * covering D window), eight values at a time, the last eight again where n is not a
@@ -132,27 +144,27 @@ PG_COMBINE_LOOPS(double, pg_combine_few_avx2_f64, PG_TARGET_AVX2)
  * rows as constants (kernels of 4 to 8 at stride 1), so that a term costs one add with
  * its load.
  */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline __m256 pg_sum8_strided(const float *p, ptrdiff_t rs, ptrdiff_t nr)
+PG_VEC_INLINE pg_f8 pg_sum8_strided(const float *p, ptrdiff_t rs, ptrdiff_t nr)
 {
-    __m256 v = _mm256_add_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + rs));
+    pg_f8 v = pg_f8_load(p) + pg_f8_load(p + rs);
     ptrdiff_t t = 2;
     for (p += 2 * rs; t + 4 <= nr; t += 4, p += 4 * rs) {   /* (nr > 8: four a time) */
-        v = _mm256_add_ps(v, _mm256_loadu_ps(p));
-        v = _mm256_add_ps(v, _mm256_loadu_ps(p + rs));
-        v = _mm256_add_ps(v, _mm256_loadu_ps(p + 2 * rs));
-        v = _mm256_add_ps(v, _mm256_loadu_ps(p + 3 * rs));
+        v = v + pg_f8_load(p);
+        v = v + pg_f8_load(p + rs);
+        v = v + pg_f8_load(p + 2 * rs);
+        v = v + pg_f8_load(p + 3 * rs);
     }
-    for (; t < nr; t++, p += rs) v = _mm256_add_ps(v, _mm256_loadu_ps(p));
+    for (; t < nr; t++, p += rs) v = v + pg_f8_load(p);
     return v;
 }
 #define PG_SUM_STRIDED_LOOP(NR)                                                             \
-    PG_FOR8_OVERLAP(j, n, { _mm256_storeu_ps(dst + j, pg_sum8_strided(r0 + j, rs, NR)); })
+    PG_FOR8_OVERLAP(j, n, { pg_f8_store(dst + j, pg_sum8_strided(r0 + j, rs, NR)); })
 
-/* out of line, so that the item's row loop keeps its registers for two and three rows */
-PG_TARGET_AVX2 __attribute__((noinline))
-static void pg_sum_rows_many_f32_avx2(float *PG_RESTRICT dst, const float *const *rows,
-                                      ptrdiff_t nr, ptrdiff_t n)
+/* four or more terms (rows of at least eight values) summed in registers, eight values at
+ * a time, in place of a pass over dst for every term past the third: channels-last rows
+ * of windows of 5 or more at stride 1 (the same sums, left to right) */
+PG_VEC_INLINE void pg_sum_rows_many_body(float *PG_RESTRICT dst, const float *const *rows,
+                                         ptrdiff_t nr, ptrdiff_t n)
 {
     const float *const r0 = rows[0], *const r1 = rows[1], *const r2 = rows[2];
     const ptrdiff_t rs = r1 - r0;
@@ -160,47 +172,29 @@ static void pg_sum_rows_many_f32_avx2(float *PG_RESTRICT dst, const float *const
     while (t < nr && rows[t] == r0 + t * rs) t++;
     if (t < nr) {   /* rows not rs apart: through the table */
         PG_FOR8_OVERLAP(j, n, {
-            __m256 v = _mm256_add_ps(_mm256_loadu_ps(r0 + j), _mm256_loadu_ps(r1 + j));
-            v = _mm256_add_ps(v, _mm256_loadu_ps(r2 + j));
-            for (ptrdiff_t r = 3; r < nr; r++) v = _mm256_add_ps(v, _mm256_loadu_ps(rows[r] + j));
-            _mm256_storeu_ps(dst + j, v);
+            pg_f8 v = pg_f8_load(r0 + j) + pg_f8_load(r1 + j);
+            v = v + pg_f8_load(r2 + j);
+            for (ptrdiff_t r = 3; r < nr; r++) v = v + pg_f8_load(rows[r] + j);
+            pg_f8_store(dst + j, v);
         })
         return;
     }
     PG_CASES_4_TO_8(nr, PG_SUM_STRIDED_LOOP)
 }
 
-/* four or more terms (rows of at least eight values) summed in registers, eight values at
- * a time, in place of a pass over dst for every term past the third: channels-last rows
- * of windows of 5 or more at stride 1 (the same sums, left to right) */
-PG_TARGET_AVX2
-static void pg_combine_avx2_f32(float *PG_RESTRICT dst, const float *const *rows, ptrdiff_t nr,
-                                ptrdiff_t n)
-{
-    if (nr >= 4 && n >= 8)
-        pg_sum_rows_many_f32_avx2(dst, rows, nr, n);
-    else
-        pg_combine_few_avx2_f32(dst, rows, nr, n);
-}
-
-/* float64: four rows or more summed in one pass, four values at a time, each value's
+/* float64, four rows or more: summed in one pass, four values at a time, each value's
  * terms added in a register in the order of the loops above (the same bits), where those
- * make a pass over dst per row past the third (k7s1p3: five); fewer rows through those
- * loops, as float32 does */
-PG_TARGET_AVX2
-static void pg_combine_avx2_f64(double *PG_RESTRICT dst, const double *const *rows,
-                                ptrdiff_t nr, ptrdiff_t n)
+ * make a pass over dst per row past the third */
+PG_VEC_INLINE void pg_sum_rows_many_f64_body(double *PG_RESTRICT dst,
+                                             const double *const *rows, ptrdiff_t nr,
+                                             ptrdiff_t n)
 {
-    if (nr < 4) {
-        pg_combine_few_avx2_f64(dst, rows, nr, n);
-        return;
-    }
     const double *PG_RESTRICT a = rows[0], *PG_RESTRICT b = rows[1];
     ptrdiff_t j = 0;
     for (; j + 4 <= n; j += 4) {
-        __m256d v = _mm256_add_pd(_mm256_loadu_pd(a + j), _mm256_loadu_pd(b + j));
-        for (ptrdiff_t r = 2; r < nr; r++) v = _mm256_add_pd(v, _mm256_loadu_pd(rows[r] + j));
-        _mm256_storeu_pd(dst + j, v);
+        pg_d4 v = pg_d4_load(a + j) + pg_d4_load(b + j);
+        for (ptrdiff_t r = 2; r < nr; r++) v = v + pg_d4_load(rows[r] + j);
+        pg_d4_store(dst + j, v);
     }
     for (; j < n; j++) {
         double v = a[j] + b[j];
@@ -208,6 +202,40 @@ static void pg_combine_avx2_f64(double *PG_RESTRICT dst, const double *const *ro
         dst[j] = v;
     }
 }
+
+/* the ordinary-store combine, one copy per instruction set: up to three terms through the
+ * loops above; more in registers (pg_sum_rows_many_f32_* out of line, so that the
+ * item's row loop, pg_item.h, keeps its registers for two and three rows) */
+#define PG_COMBINE_ISA(SFX, ATTR)                                                           \
+ATTR __attribute__((noinline))                                                              \
+static void pg_sum_rows_many_f32_##SFX(float *PG_RESTRICT dst, const float *const *rows,    \
+                                       ptrdiff_t nr, ptrdiff_t n)                           \
+{                                                                                           \
+    pg_sum_rows_many_body(dst, rows, nr, n);                                                \
+}                                                                                           \
+ATTR static void pg_combine_##SFX##_f32(float *PG_RESTRICT dst, const float *const *rows,   \
+                                        ptrdiff_t nr, ptrdiff_t n)                          \
+{                                                                                           \
+    if (nr >= 4 && n >= 8)                                                                  \
+        pg_sum_rows_many_f32_##SFX(dst, rows, nr, n);                                       \
+    else                                                                                    \
+        pg_combine_few_##SFX##_f32(dst, rows, nr, n);                                       \
+}                                                                                           \
+ATTR static void pg_combine_##SFX##_f64(double *PG_RESTRICT dst, const double *const *rows, \
+                                        ptrdiff_t nr, ptrdiff_t n)                          \
+{                                                                                           \
+    if (nr < 4)                                                                             \
+        pg_combine_few_##SFX##_f64(dst, rows, nr, n);                                       \
+    else                                                                                    \
+        pg_sum_rows_many_f64_body(dst, rows, nr, n);                                        \
+}
+PG_COMBINE_ISA(base, )
+#if PG_X86_DISPATCH
+PG_COMBINE_ISA(avx2, PG_TARGET_AVX2)
+#endif
+#else
+#define pg_combine_base_f32 pg_combine_few_base_f32
+#define pg_combine_base_f64 pg_combine_few_base_f64
 #endif
 
 static inline void pg_mul_f32(float *dst, const float *a, const float *b, ptrdiff_t n)
@@ -237,58 +265,75 @@ static inline void pg_load_lanes_f64(double *dst, const double *src, ptrdiff_t s
     PG_PICK(pg_load_lanes, f64, dst, src, so, w, Wo, L);
 }
 
-#if PG_X86_DISPATCH
-/* the streaming combine's whole lines [head, body_end) with 32-byte loads and non-temporal
- * stores, one and two terms without the loop over rows (the same sums, left to right);
- * the rest of the row with ordinary stores */
-PG_TARGET_AVX2
-static void pg_combine_stream_avx2_f32(float *dst, const float *const *rows, ptrdiff_t nr,
-                                       ptrdiff_t n, ptrdiff_t head, ptrdiff_t body_end)
+#if PG_VEC
+/* the streaming combine's whole lines [head, body_end) with non-temporal stores, one and
+ * two terms without the loop over rows (the same sums, left to right); the rest of the
+ * row with ordinary stores.  AVX2: 32-byte loads and stores; SSE2 and NEON: two halves */
+PG_VEC_INLINE void pg_combine_stream_f32_body(float *dst, const float *const *rows,
+                                              ptrdiff_t nr, ptrdiff_t n, ptrdiff_t head,
+                                              ptrdiff_t body_end, int isa)
 {
     ptrdiff_t j;
     const float *a = rows[0];
     for (j = 0; j < head; j++) dst[j] = pg_combine1_f32(rows, nr, j);
     if (nr == 1) {
-        for (; j < body_end; j += 8) _mm256_stream_ps(dst + j, _mm256_loadu_ps(a + j));
+        for (; j < body_end; j += 8) pg_f8_stream(dst + j, pg_f8_load(a + j), isa);
     } else if (nr == 2) {
         const float *b = rows[1];
         for (; j < body_end; j += 8)
-            _mm256_stream_ps(dst + j, _mm256_add_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j)));
+            pg_f8_stream(dst + j, pg_f8_load(a + j) + pg_f8_load(b + j), isa);
     } else {
         for (; j < body_end; j += 8) {
-            __m256 s = _mm256_add_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(rows[1] + j));
-            for (ptrdiff_t r = 2; r < nr; r++) s = _mm256_add_ps(s, _mm256_loadu_ps(rows[r] + j));
-            _mm256_stream_ps(dst + j, s);
+            pg_f8 s = pg_f8_load(a + j) + pg_f8_load(rows[1] + j);
+            for (ptrdiff_t r = 2; r < nr; r++) s = s + pg_f8_load(rows[r] + j);
+            pg_f8_stream(dst + j, s, isa);
         }
     }
     for (; j < n; j++) dst[j] = pg_combine1_f32(rows, nr, j);
 }
 
-/* the same for float64 (the SSE2 loop below stored 16 bytes at a time and took the row
- * pointers from the table at every store: channels-last k2s2 C = 64, one term a row, was
- * 1.2x slower or not from one build to the next with that loop unchanged) */
-PG_TARGET_AVX2
-static void pg_combine_stream_avx2_f64(double *dst, const double *const *rows, ptrdiff_t nr,
-                                       ptrdiff_t n, ptrdiff_t head, ptrdiff_t body_end)
+/* the same for float64, four values a vector; the row pointers of one and two terms held
+ * in locals, not taken from the table at every store */
+PG_VEC_INLINE void pg_combine_stream_f64_body(double *dst, const double *const *rows,
+                                              ptrdiff_t nr, ptrdiff_t n, ptrdiff_t head,
+                                              ptrdiff_t body_end, int isa)
 {
     ptrdiff_t j;
     const double *a = rows[0];
     for (j = 0; j < head; j++) dst[j] = pg_combine1_f64(rows, nr, j);
     if (nr == 1) {
-        for (; j < body_end; j += 4) _mm256_stream_pd(dst + j, _mm256_loadu_pd(a + j));
+        for (; j < body_end; j += 4) pg_f8_stream(dst + j, (pg_f8)pg_d4_load(a + j), isa);
     } else if (nr == 2) {
         const double *b = rows[1];
         for (; j < body_end; j += 4)
-            _mm256_stream_pd(dst + j, _mm256_add_pd(_mm256_loadu_pd(a + j), _mm256_loadu_pd(b + j)));
+            pg_f8_stream(dst + j, (pg_f8)(pg_d4_load(a + j) + pg_d4_load(b + j)), isa);
     } else {
         for (; j < body_end; j += 4) {
-            __m256d s = _mm256_add_pd(_mm256_loadu_pd(a + j), _mm256_loadu_pd(rows[1] + j));
-            for (ptrdiff_t r = 2; r < nr; r++) s = _mm256_add_pd(s, _mm256_loadu_pd(rows[r] + j));
-            _mm256_stream_pd(dst + j, s);
+            pg_d4 s = pg_d4_load(a + j) + pg_d4_load(rows[1] + j);
+            for (ptrdiff_t r = 2; r < nr; r++) s = s + pg_d4_load(rows[r] + j);
+            pg_f8_stream(dst + j, (pg_f8)s, isa);
         }
     }
     for (; j < n; j++) dst[j] = pg_combine1_f64(rows, nr, j);
 }
+
+#define PG_COMBINE_STREAM_ISA(SFX, ATTR, ISA)                                               \
+ATTR static void pg_combine_stream_##SFX##_f32(float *dst, const float *const *rows,        \
+                                               ptrdiff_t nr, ptrdiff_t n, ptrdiff_t head,   \
+                                               ptrdiff_t body_end)                          \
+{                                                                                           \
+    pg_combine_stream_f32_body(dst, rows, nr, n, head, body_end, ISA);                      \
+}                                                                                           \
+ATTR static void pg_combine_stream_##SFX##_f64(double *dst, const double *const *rows,      \
+                                               ptrdiff_t nr, ptrdiff_t n, ptrdiff_t head,   \
+                                               ptrdiff_t body_end)                          \
+{                                                                                           \
+    pg_combine_stream_f64_body(dst, rows, nr, n, head, body_end, ISA);                      \
+}
+PG_COMBINE_STREAM_ISA(base, , PG_ISA_BASE)
+#if PG_X86_DISPATCH
+PG_COMBINE_STREAM_ISA(avx2, PG_TARGET_AVX2, PG_ISA_AVX2)
+#endif
 #endif
 
 #if PG_X86_DISPATCH
@@ -531,11 +576,9 @@ static inline __m256 pg_lanes_sum8(const void *const *g, ptrdiff_t l, const __m2
  * lanes, every column's stores the same distance from a 64-byte line) and more than one
  * store target (equal rows or columns), each column's lanes up to the first line boundary
  * go first, then 32 at a time, so that each target receives whole lines in two 32-byte
- * stores: with 32 bytes to each of four targets in turn, k2 s2 float16 and bfloat16 rows
- * 16 bytes off a line (numpy's large arrays are) at C = 256 and 512 took 1.5-2.2x the
- * time on 1 thread, 1.0-1.3x on 2 (2-vCPU EPYC, Zen 4).  One target is written in address
- * order either way (k3 s2 p1: 1.0-1.3x the time in whole lines, at C = 64-128).  The lanes
- * are independent, so how they are grouped changes no bits.
+ * stores, where 32 bytes to each target in turn cost much more (docs/performance.md).  One
+ * target is written in address order.  The lanes are independent, so how they are grouped
+ * changes no bits.
  */
 PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
 static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
@@ -599,8 +642,7 @@ static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrd
 
 /* nr <= 8, m <= PG_MAX_TAPS; the common counts (1, 2 rows; 1, 2 taps) as constants.  CR:
  * runs of columns with the same taps, crun[w] of them from column w (the plan's table; NULL
- * where all runs are single columns).  A search for them at every column instead cost
- * k3 s2 p1 1.2-1.3x, k3 s1 p1 1.05x, in branches */
+ * where all runs are single columns), a table rather than a search at every column */
 #define PG_LANES_ROW_ST(NAME, KIND, ST, CR, LN)                                             \
 PG_TARGET_AVX2_F16C                                                                         \
 static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void *const *g, \
@@ -832,14 +874,11 @@ static inline void pg_lanes_copy(char *PG_RESTRICT dst, ptrdiff_t dstep,
         dstep = sstep = nbytes;
         W = 1;
     }
-#if PG_HAVE_STREAM
+#if PG_HAVE_STREAM && PG_VEC
     if (stream && ((uintptr_t)dst % 16u) == 0 && dstep % 16 == 0 && nbytes % 16 == 0) {
-        for (ptrdiff_t w = 0; w < W; w++) {
-            __m128i *d = (__m128i *)(dst + w * dstep);
-            const __m128i *q = (const __m128i *)(src + w * sstep);
-            for (ptrdiff_t i = 0; i < nbytes / 16; i++)
-                _mm_stream_si128(d + i, _mm_loadu_si128(q + i));
-        }
+        for (ptrdiff_t w = 0; w < W; w++)
+            for (ptrdiff_t i = 0; i < nbytes; i += 16)
+                pg_copy16_nt(dst + w * dstep + i, src + w * sstep + i);
         return;
     }
 #else
@@ -849,56 +888,36 @@ static inline void pg_lanes_copy(char *PG_RESTRICT dst, ptrdiff_t dstep,
         memcpy(dst + w * dstep, src + w * sstep, (size_t)nbytes);
 }
 
+/* dst = the sum of the nr rows; with `stream` (where the build has streaming stores and
+ * the vector layer), dst's whole cache lines written with non-temporal stores */
 static inline void pg_combine_f32(float *dst, const float *const *rows, ptrdiff_t nr,
                                   ptrdiff_t n, int stream)
 {
-    if (!(PG_HAVE_STREAM && stream)) {
-        PG_PICK(pg_combine, f32, dst, rows, nr, n);
-        return;
-    }
-#if PG_HAVE_STREAM
-    ptrdiff_t j = 0, head = n, body_end = n;
-    PG_LINES(float, dst, n, head, body_end);
-#if PG_X86_DISPATCH
-    if (pg_have_avx2()) {
-        pg_combine_stream_avx2_f32(dst, rows, nr, n, head, body_end);
+#if PG_HAVE_STREAM && PG_VEC
+    if (stream) {
+        ptrdiff_t head = n, body_end = n;
+        PG_LINES(float, dst, n, head, body_end);
+        PG_PICK(pg_combine_stream, f32, dst, rows, nr, n, head, body_end);
         return;
     }
 #endif
-    for (j = 0; j < head; j++) dst[j] = pg_combine1_f32(rows, nr, j);
-    for (; j < body_end; j += 4) {
-        __m128 s = _mm_loadu_ps(rows[0] + j);
-        for (ptrdiff_t r = 1; r < nr; r++) s = _mm_add_ps(s, _mm_loadu_ps(rows[r] + j));
-        _mm_stream_ps(dst + j, s);
-    }
-    for (; j < n; j++) dst[j] = pg_combine1_f32(rows, nr, j);
-#endif
+    (void)stream;
+    PG_PICK(pg_combine, f32, dst, rows, nr, n);
 }
 
 static inline void pg_combine_f64(double *dst, const double *const *rows, ptrdiff_t nr,
                                   ptrdiff_t n, int stream)
 {
-    if (!(PG_HAVE_STREAM && stream)) {
-        PG_PICK(pg_combine, f64, dst, rows, nr, n);
-        return;
-    }
-#if PG_HAVE_STREAM
-    ptrdiff_t j = 0, head = n, body_end = n;
-    PG_LINES(double, dst, n, head, body_end);
-#if PG_X86_DISPATCH
-    if (pg_have_avx2()) {
-        pg_combine_stream_avx2_f64(dst, rows, nr, n, head, body_end);
+#if PG_HAVE_STREAM && PG_VEC
+    if (stream) {
+        ptrdiff_t head = n, body_end = n;
+        PG_LINES(double, dst, n, head, body_end);
+        PG_PICK(pg_combine_stream, f64, dst, rows, nr, n, head, body_end);
         return;
     }
 #endif
-    for (j = 0; j < head; j++) dst[j] = pg_combine1_f64(rows, nr, j);
-    for (; j < body_end; j += 2) {
-        __m128d s = _mm_loadu_pd(rows[0] + j);
-        for (ptrdiff_t r = 1; r < nr; r++) s = _mm_add_pd(s, _mm_loadu_pd(rows[r] + j));
-        _mm_stream_pd(dst + j, s);
-    }
-    for (; j < n; j++) dst[j] = pg_combine1_f64(rows, nr, j);
-#endif
+    (void)stream;
+    PG_PICK(pg_combine, f64, dst, rows, nr, n);
 }
 
 /*
@@ -1306,12 +1325,11 @@ static inline void pg_stream_f64(double *dst, const double *src, ptrdiff_t n)
 static inline void pg_stream_u16(uint16_t *dst, const uint16_t *src, ptrdiff_t n)
 {
     ptrdiff_t j = 0;
-#if PG_HAVE_STREAM
+#if PG_HAVE_STREAM && PG_VEC
     ptrdiff_t head = n, body_end = n;
     PG_LINES(uint16_t, dst, n, head, body_end);
     for (j = 0; j < head; j++) dst[j] = src[j];
-    for (; j < body_end; j += 8)
-        _mm_stream_si128((__m128i *)(dst + j), _mm_loadu_si128((const __m128i *)(src + j)));
+    for (; j < body_end; j += 8) pg_copy16_nt(dst + j, src + j);
 #endif
     for (; j < n; j++) dst[j] = src[j];
 }
@@ -1339,15 +1357,8 @@ static inline void pg_sw_begin(pg_sw *w, void *dst)
 
 static inline void pg_sw_line(char *dst, const unsigned char *src)
 {
-#if PG_HAVE_STREAM
-    __m128i a = _mm_loadu_si128((const __m128i *)src);
-    __m128i b = _mm_loadu_si128((const __m128i *)(src + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *)(src + 32));
-    __m128i d = _mm_loadu_si128((const __m128i *)(src + 48));
-    _mm_stream_si128((__m128i *)dst, a);
-    _mm_stream_si128((__m128i *)(dst + 16), b);
-    _mm_stream_si128((__m128i *)(dst + 32), c);
-    _mm_stream_si128((__m128i *)(dst + 48), d);
+#if PG_HAVE_STREAM && PG_VEC
+    for (int i = 0; i < 64; i += 16) pg_copy16_nt(dst + i, src + i);
 #else
     memcpy(dst, src, 64);
 #endif
@@ -1413,8 +1424,8 @@ typedef struct {
 #define PG_STAGE_MEM(cap) (2 * (cap) + 192)
 
 /* a stage bound for dst, in the PG_STAGE_MEM(cap) bytes at mem.  The buffer is
- * line-aligned and, for cap <= 4032, never crosses a 4 KiB boundary: on the 2-vCPU EPYC the
- * k3s2p1 case took 1.3-4x as long at the workspace offsets that put it across one */
+ * line-aligned and, for cap <= 4032, never crosses a 4 KiB boundary (a buffer across one
+ * made the stage several times slower at some workspace offsets: docs/performance.md) */
 static inline void pg_stage_begin(pg_stage *s, void *dst, void *mem, ptrdiff_t cap)
 {
     uintptr_t b = ((uintptr_t)mem + 63u) & ~(uintptr_t)63u;
@@ -1452,13 +1463,12 @@ ATTR static void NAME(pg_stage *s, int last)                                    
 }
 
 #if PG_X86_DISPATCH
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_stage_line_avx2(char *dst, const char *src)
+/* one line, two 32-byte streaming stores (not a target function itself: clang refuses a
+ * 32-byte vector passed to the layer from AVX code, as pg_vec.h says) */
+PG_VEC_INLINE void pg_stage_line_avx2(char *dst, const char *src)
 {
-    const __m256 a = _mm256_load_ps((const float *)src);
-    const __m256 b = _mm256_load_ps((const float *)(src + 32));
-    _mm256_stream_ps((float *)dst, a);
-    _mm256_stream_ps((float *)(dst + 32), b);
+    pg_f8_stream(dst, pg_f8_load(src), PG_ISA_AVX2);
+    pg_f8_stream(dst + 32, pg_f8_load(src + 32), PG_ISA_AVX2);
 }
 PG_STAGE_FLUSH(pg_stage_flush_avx2, PG_TARGET_AVX2, pg_stage_line_avx2)
 #endif
@@ -1536,8 +1546,7 @@ static inline void pg_vs_begin(pg_vs *v, float *dst, ptrdiff_t n, int nt)
 }
 
 /* the output vector at v->a, from lanes of the vector before and the vector now; nt as
- * at pg_vs_begin, a constant where it is called (a test of it at each store had cost
- * k3s2p1 in the cache 1.35x the time) */
+ * at pg_vs_begin, a constant where it is called (a test of it at every store costs time) */
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
 static inline void pg_vs_put(pg_vs *v, __m256 s, const int nt)
 {
@@ -1610,8 +1619,8 @@ static inline void pg_stage_finish(pg_stage *s)
 /* streaming stores are weakly ordered: fence before other threads may read the data */
 static inline void pg_store_fence(void)
 {
-#if PG_HAVE_STREAM
-    _mm_sfence();
+#if PG_VEC
+    pg_nt_fence();
 #endif
 }
 
