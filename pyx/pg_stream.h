@@ -9,6 +9,13 @@
  * ownership"), so for outputs far larger than the cache streaming cuts the write traffic by
  * up to half.  Lines only partly inside the row get ordinary stores, so no line ever mixes
  * the two kinds.  Values are bit-identical either way; only the cache policy differs.
+ *
+ * The combines, loads, fills and streaming copies are written once against the vector
+ * layer (pg_vec.h; its pg_f8_stream / pg_f4_stream are the non-temporal stores) and built
+ * for AVX2 and for the baseline (SSE2 or NEON); without the layer (MSVC) the element loops
+ * and ordinary stores run.  Three parts still hold AVX2 intrinsics: the channels-last
+ * lanes rows (pg_lanes_row, chosen by the plan only where AVX2 is there), the 16-bit
+ * combines and pg_vs, whose __m256 interfaces pg_item.h's AVX2 code uses.
  */
 #ifndef PG_STREAM_H
 #define PG_STREAM_H
@@ -21,6 +28,7 @@
 #include "pg_half.h"
 #include "pg_vec.h"
 
+/* streaming stores pay off (x86); pg_item.h and pg_scatter.h also use the SSE2 header */
 #if defined(__SSE2__) || defined(_M_X64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2)
 #include <emmintrin.h>
 #define PG_HAVE_STREAM 1
@@ -698,69 +706,70 @@ PG_LANES_ROW(pg_lanes_row_avx2_bf16, 2)
  * (pg_combine_f64: left to right), so the same bits.  Eight lanes at a time, then four, the
  * last four overlapping the ones before where L is not a multiple of four; each column
  * stored to the nd equal rows rs elements apart, streamed 16 bytes at a time where
- * `stream`.
+ * `stream`.  Written against the vector layer, built for AVX2 only (the plan picks these
+ * rows only where the CPU has it).
  */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_lanes_sum8_f64(const void *const *g, ptrdiff_t l, const __m256d *kv,
-                                     ptrdiff_t nr, const ptrdiff_t *off, const __m256d *wv,
-                                     ptrdiff_t n, int scale, int two, __m256d *s0, __m256d *s1)
+PG_VEC_INLINE void pg_lanes_sum8_f64(const void *const *g, ptrdiff_t l, const pg_d4 *kv,
+                                     ptrdiff_t nr, const ptrdiff_t *off, const pg_d4 *wv,
+                                     ptrdiff_t n, int scale, int two, pg_d4 *s0, pg_d4 *s1)
 {
-    *s0 = *s1 = _mm256_setzero_pd();   /* nr >= 1: never used */
+    const pg_d4 zero = {0.0, 0.0, 0.0, 0.0};
+    *s0 = *s1 = zero;   /* nr >= 1: never used */
     for (ptrdiff_t r = 0; r < nr; r++) {
         const char *gr = (const char *)g[r] + l * 8;
-        __m256d u0 = _mm256_setzero_pd(), u1 = _mm256_setzero_pd();
+        pg_d4 u0 = zero, u1 = zero;
         for (ptrdiff_t i = 0; i < n; i++) {
-            __m256d v0 = _mm256_loadu_pd((const double *)(gr + off[i])), v1 = v0;
-            if (two) v1 = _mm256_loadu_pd((const double *)(gr + off[i]) + 4);
+            pg_d4 v0 = pg_d4_load(gr + off[i]), v1 = v0;
+            if (two) v1 = pg_d4_load(gr + off[i] + 32);
             if (scale) {
-                v0 = _mm256_mul_pd(v0, wv[i]);
-                if (two) v1 = _mm256_mul_pd(v1, wv[i]);
+                v0 = v0 * wv[i];
+                if (two) v1 = v1 * wv[i];
             }
-            u0 = i ? _mm256_add_pd(u0, v0) : v0;
-            if (two) u1 = i ? _mm256_add_pd(u1, v1) : v1;
+            u0 = i ? u0 + v0 : v0;
+            if (two) u1 = i ? u1 + v1 : v1;
         }
-        u0 = _mm256_mul_pd(kv[r], u0);
-        *s0 = r ? _mm256_add_pd(*s0, u0) : u0;
+        u0 = kv[r] * u0;
+        *s0 = r ? *s0 + u0 : u0;
         if (two) {
-            u1 = _mm256_mul_pd(kv[r], u1);
-            *s1 = r ? _mm256_add_pd(*s1, u1) : u1;
+            u1 = kv[r] * u1;
+            *s1 = r ? *s1 + u1 : u1;
         }
     }
 }
 
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_lanes_put4_f64(char *p, ptrdiff_t nd, ptrdiff_t rsb, __m256d s,
+/* four values to each of the nd rows: 32-byte stores, or two 16-byte streaming ones */
+PG_VEC_INLINE void pg_lanes_put4_f64(char *p, ptrdiff_t nd, ptrdiff_t rsb, pg_d4 s,
                                      int stream)
 {
     for (ptrdiff_t t = 0; t < nd; t++, p += rsb) {
-#if PG_HAVE_STREAM
         if (stream) {
-            _mm_stream_pd((double *)p, _mm256_castpd256_pd128(s));
-            _mm_stream_pd((double *)p + 2, _mm256_extractf128_pd(s, 1));
+            pg_f4 lo, hi;
+            memcpy(&lo, &s, 16);
+            memcpy(&hi, (const char *)&s + 16, 16);
+            pg_f4_stream(p, lo);
+            pg_f4_stream(p + 16, hi);
             continue;
         }
-#endif
-        _mm256_storeu_pd((double *)p, s);
+        pg_d4_store(p, s);
     }
 }
 
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_lanes_row_f64_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
+PG_VEC_INLINE void pg_lanes_row_f64_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
                                          const void *const *g, ptrdiff_t gs, const double *k,
                                          const double *ww, ptrdiff_t nr, const int64_t *tap,
                                          ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,
-                                         int stream)
+                                         int stream, int isa)
 {
     const int scale = ww != NULL;
-    __m256d kv[8], wv[PG_MAX_TAPS], s0, s1;
+    pg_d4 kv[8], wv[PG_MAX_TAPS], s0, s1;
     ptrdiff_t off[PG_MAX_TAPS] = {0};
-    for (ptrdiff_t r = 0; r < nr; r++) kv[r] = _mm256_set1_pd(k[r]);
+    for (ptrdiff_t r = 0; r < nr; r++) kv[r] = pg_d4_splat(k[r], isa);
     for (ptrdiff_t w = 0; w < W; w++, tap += m) {
         char *d = (char *)dst + w * ds * 8;
         ptrdiff_t n = 0, l = 0;
         while (n < m && tap[n] < Wo) {
             off[n] = tap[n] * gs * 8;
-            if (scale) wv[n] = _mm256_set1_pd(ww[tap[n]]);
+            if (scale) wv[n] = pg_d4_splat(ww[tap[n]], isa);
             n++;
         }
         for (; l + 8 <= L; l += 8) {
@@ -784,15 +793,20 @@ static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void
                  const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo)    \
 {                                                                                           \
     if (nr == 1 && m == 1)                                                                  \
-        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 1, W, L, Wo, ST);      \
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 1, W, L, Wo, ST,       \
+                              PG_ISA_AVX2);                                                 \
     else if (nr == 1 && m == 2)                                                             \
-        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 2, W, L, Wo, ST);      \
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 2, W, L, Wo, ST,       \
+                              PG_ISA_AVX2);                                                 \
     else if (nr == 2 && m == 1)                                                             \
-        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 1, W, L, Wo, ST);      \
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 1, W, L, Wo, ST,       \
+                              PG_ISA_AVX2);                                                 \
     else if (nr == 2 && m == 2)                                                             \
-        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 2, W, L, Wo, ST);      \
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 2, W, L, Wo, ST,       \
+                              PG_ISA_AVX2);                                                 \
     else                                                                                    \
-        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, ST);     \
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, ST,      \
+                              PG_ISA_AVX2);                                                 \
 }
 PG_LANES_ROW_F64(pg_lanes_row_avx2_f64_o, 0)
 PG_LANES_ROW_F64(pg_lanes_row_avx2_f64_s, 1)
@@ -1059,43 +1073,6 @@ static void pg_combine_h16_strided(uint16_t *dst, const float *r0, ptrdiff_t rs,
 }
 #endif
 
-/*
- * A contiguous 16-bit grad_output row widened to float32 and multiplied by its W weights
- * (w NULL: not multiplied) in one pass: the same values as the row conversion followed by
- * the multiply.  Returns 0 where the CPU lacks the instructions.
- */
-#if PG_X86_DISPATCH
-PG_TARGET_AVX2
-static void pg_load_bf16_avx2(float *dst, const uint16_t *src, const float *w, ptrdiff_t n)
-{
-    if (n < 8) {
-        for (ptrdiff_t j = 0; j < n; j++)
-            dst[j] = w ? pg_bf16_to_f32(src[j]) * w[j] : pg_bf16_to_f32(src[j]);
-        return;
-    }
-    PG_FOR8_OVERLAP(j, n, {
-        __m256 v = _mm256_castsi256_ps(_mm256_slli_epi32(
-            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + j))), 16));
-        if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + j));
-        _mm256_storeu_ps(dst + j, v);
-    })
-}
-
-__attribute__((target("avx2,f16c")))
-static void pg_load_f16_avx2(float *dst, const uint16_t *src, const float *w, ptrdiff_t n)
-{
-    if (n < 8) {
-        for (ptrdiff_t j = 0; j < n; j++) dst[j] = w ? _cvtsh_ss(src[j]) * w[j] : _cvtsh_ss(src[j]);
-        return;
-    }
-    PG_FOR8_OVERLAP(j, n, {
-        __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + j)));
-        if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + j));
-        _mm256_storeu_ps(dst + j, v);
-    })
-}
-#endif
-
 /* whether the AVX2 16-bit routines can run: AVX2, and F16C for float16 */
 static inline int pg_have_h16(int bf16)
 {
@@ -1107,52 +1084,136 @@ static inline int pg_have_h16(int bf16)
 #endif
 }
 
-static inline int pg_load_h16(float *dst, const uint16_t *src, const float *w, ptrdiff_t n,
-                              int bf16)
+#if PG_VEC
+/* eight 16-bit values widened to float32 (bf16: bfloat16, else float16) */
+PG_VEC_INLINE pg_f8 pg_h8_widen(const uint16_t *p, int bf16, int isa)
 {
-    if (!pg_have_h16(bf16))
-        return 0;
-#if PG_X86_DISPATCH
-    (bf16 ? pg_load_bf16_avx2 : pg_load_f16_avx2)(dst, src, w, n);
-#endif
-    return 1;
+    return bf16 ? pg_f8_load_bf16(p, isa) : pg_f8_from_f16(pg_h8_load(p), isa);
+}
+
+/* one float16 value to float32 and back through the layer (F16C where isa has it) */
+PG_VEC_INLINE float pg_f16_to_f32_isa(uint16_t h, int isa)
+{
+    return pg_f8_from_f16((pg_h8){h, h, h, h, h, h, h, h}, isa)[0];
+}
+
+PG_VEC_INLINE uint16_t pg_f32_to_f16_isa(float x, int isa)
+{
+    return pg_f8_to_f16(pg_f8_splat(x, isa), isa)[0];
+}
+
+
+/*
+ * A contiguous 16-bit grad_output row widened to float32 and multiplied by its W weights
+ * (w NULL: not multiplied) in one pass: the same values as the row conversion followed by
+ * the multiply.
+ */
+PG_VEC_INLINE void pg_load_h16_body(float *dst, const uint16_t *src, const float *w,
+                                    ptrdiff_t n, int bf16, int isa)
+{
+    if (n < 8) {
+        for (ptrdiff_t j = 0; j < n; j++) {
+            const float x = bf16 ? pg_bf16_to_f32(src[j]) : pg_f16_to_f32_isa(src[j], isa);
+            dst[j] = w ? x * w[j] : x;
+        }
+        return;
+    }
+    PG_FOR8_OVERLAP(j, n, {
+        pg_f8 v = pg_h8_widen(src + j, bf16, isa);
+        if (w) v = v * pg_f8_load(w + j);
+        pg_f8_store(dst + j, v);
+    })
 }
 
 /*
  * Channels-last 16-bit grad_output columns of L >= 8 contiguous lanes, `so` elements
  * apart, widened to float32 into a dense row and multiplied by their W weight (w NULL: not
- * multiplied): the same values as the conversion followed by the multiply.  Returns 0
- * where the CPU lacks the instructions or L < 8.
+ * multiplied): the same values as the conversion followed by the multiply.
  */
-#if PG_X86_DISPATCH
-PG_TARGET_AVX2_F16C
-static void pg_load_lanes_h16_avx2(float *dst, const uint16_t *src, ptrdiff_t so,
-                                   const float *w, ptrdiff_t Wo, ptrdiff_t L, int bf16)
+PG_VEC_INLINE void pg_load_lanes_h16_body(float *dst, const uint16_t *src, ptrdiff_t so,
+                                          const float *w, ptrdiff_t Wo, ptrdiff_t L,
+                                          int bf16, int isa)
 {
     for (ptrdiff_t ow = 0; ow < Wo; ow++) {
         const uint16_t *s = src + ow * so;
         float *d = dst + ow * L;
-        const __m256 c = _mm256_set1_ps(w ? w[ow] : 0.0f);
+        const pg_f8 c = pg_f8_splat(w ? w[ow] : 0.0f, isa);
         PG_FOR8_OVERLAP(l, L, {
-            const __m128i h = _mm_loadu_si128((const __m128i *)(s + l));
-            __m256 v = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
-                            : _mm256_cvtph_ps(h);
-            if (w) v = _mm256_mul_ps(v, c);
-            _mm256_storeu_ps(d + l, v);
+            pg_f8 v = pg_h8_widen(s + l, bf16, isa);
+            if (w) v = v * c;
+            pg_f8_store(d + l, v);
         })
     }
 }
+
+/* one copy per instruction set and format (pg_item.h calls the AVX2 ones by name) */
+#define PG_LOAD_H16_ISA(SFX, ATTR_BF16, ATTR_F16, ISA)                                      \
+ATTR_BF16 static void pg_load_bf16_##SFX(float *dst, const uint16_t *src, const float *w,   \
+                                         ptrdiff_t n)                                       \
+{                                                                                           \
+    pg_load_h16_body(dst, src, w, n, 1, ISA);                                               \
+}                                                                                           \
+ATTR_F16 static void pg_load_f16_##SFX(float *dst, const uint16_t *src, const float *w,     \
+                                       ptrdiff_t n)                                         \
+{                                                                                           \
+    pg_load_h16_body(dst, src, w, n, 0, ISA);                                               \
+}                                                                                           \
+ATTR_F16 static void pg_load_lanes_h16_##SFX(float *dst, const uint16_t *src, ptrdiff_t so, \
+                                             const float *w, ptrdiff_t Wo, ptrdiff_t L,     \
+                                             int bf16)                                      \
+{                                                                                           \
+    if (bf16) pg_load_lanes_h16_body(dst, src, so, w, Wo, L, 1, ISA);                       \
+    else pg_load_lanes_h16_body(dst, src, so, w, Wo, L, 0, ISA);                            \
+}
+PG_LOAD_H16_ISA(base, , , PG_ISA_BASE)
+#if PG_X86_DISPATCH
+PG_LOAD_H16_ISA(avx2, PG_TARGET_AVX2, PG_TARGET_AVX2_F16C, PG_ISA_AVX2)
+#endif
 #endif
 
+/* which copy of the 16-bit loads runs: 2 the AVX2 one, 1 the baseline one, 0 none (no
+ * vector layer, or float16 without hardware conversions: there lane by lane in registers
+ * costs more than the caller's element loops) */
+#if PG_VEC && PG_VEC_F16
+#define PG_H16_BASE_F16 1
+#else
+#define PG_H16_BASE_F16 0
+#endif
+static inline int pg_h16_isa(int bf16)
+{
+    if (pg_have_h16(bf16)) return 2;
+    return PG_VEC && (bf16 || PG_H16_BASE_F16);
+}
+
+/* returns 0 (and does nothing) where pg_h16_isa is 0: the caller then converts and
+ * multiplies */
+static inline int pg_load_h16(float *dst, const uint16_t *src, const float *w, ptrdiff_t n,
+                              int bf16)
+{
+    const int isa = pg_h16_isa(bf16);
+#if PG_X86_DISPATCH
+    if (isa == 2) (bf16 ? pg_load_bf16_avx2 : pg_load_f16_avx2)(dst, src, w, n);
+#endif
+#if PG_VEC
+    if (isa == 1) (bf16 ? pg_load_bf16_base : pg_load_f16_base)(dst, src, w, n);
+#endif
+    (void)dst; (void)src; (void)w; (void)n;
+    return isa != 0;
+}
+
+/* the same for lanes; 0 also where L < 8 */
 static inline int pg_load_lanes_h16(float *dst, const uint16_t *src, ptrdiff_t so,
                                     const float *w, ptrdiff_t Wo, ptrdiff_t L, int bf16)
 {
-    if (L < 8 || !pg_have_h16(bf16))
-        return 0;
+    const int isa = L >= 8 ? pg_h16_isa(bf16) : 0;
 #if PG_X86_DISPATCH
-    pg_load_lanes_h16_avx2(dst, src, so, w, Wo, L, bf16);
+    if (isa == 2) pg_load_lanes_h16_avx2(dst, src, so, w, Wo, L, bf16);
 #endif
-    return 1;
+#if PG_VEC
+    if (isa == 1) pg_load_lanes_h16_base(dst, src, so, w, Wo, L, bf16);
+#endif
+    (void)dst; (void)src; (void)so; (void)w; (void)Wo;
+    return isa != 0;
 }
 
 static inline int pg_combine_h16(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
@@ -1167,8 +1228,9 @@ static inline int pg_combine_h16(uint16_t *dst, const float *const *rows, ptrdif
 }
 
 /* n elements of `size` bytes (2, 4 or 8), every one equal to *value: the fill of global
- * pooling's planes.  The AVX2 build stores 32 bytes at a time and ends with one store that
- * overlaps the one before (the same bytes again), so a 49-value plane takes seven stores. */
+ * pooling's planes.  The vector build stores 32 bytes at a time and ends with one store
+ * that overlaps the one before (the same bytes again), so a 49-value plane takes seven
+ * stores. */
 static void pg_fill_base(void *dst, const void *value, ptrdiff_t size, ptrdiff_t n)
 {
     if (size == 2) {
@@ -1186,35 +1248,76 @@ static void pg_fill_base(void *dst, const void *value, ptrdiff_t size, ptrdiff_t
     }
 }
 
-#if PG_X86_DISPATCH
-PG_TARGET_AVX2
-static void pg_fill_avx2(void *dst, const void *value, ptrdiff_t size, ptrdiff_t n)
+#if PG_VEC
+/* 32 bytes of the 4-byte pattern u */
+PG_VEC_INLINE pg_f8 pg_fill_pat32(uint32_t u, int isa)
+{
+    float x;
+    memcpy(&x, &u, 4);
+    return pg_f8_splat(x, isa);
+}
+
+/* nb bytes from d on (nb >= 32, a multiple of the pattern's size, which divides 32) */
+PG_VEC_INLINE void pg_fill_bytes(char *d, pg_f8 p, ptrdiff_t nb)
+{
+    ptrdiff_t i = 0;
+    for (; i + 32 <= nb; i += 32) pg_f8_store(d + i, p);
+    if (i < nb) pg_f8_store(d + nb - 32, p);
+}
+
+PG_VEC_INLINE void pg_fill_body(void *dst, const void *value, ptrdiff_t size, ptrdiff_t n,
+                               int isa)
 {
     const ptrdiff_t nb = n * size;
-    char *d = (char *)dst;
-    __m256i p;
     if (nb < 32) {
         pg_fill_base(dst, value, size, n);
         return;
     }
+    pg_f8 p;
     if (size == 2) {
         uint16_t v;
         memcpy(&v, value, 2);
-        p = _mm256_set1_epi16((short)v);
+        p = pg_fill_pat32(v * 0x10001u, isa);
     } else if (size == 4) {
         uint32_t v;
         memcpy(&v, value, 4);
-        p = _mm256_set1_epi32((int)v);
+        p = pg_fill_pat32(v, isa);
     } else {
-        uint64_t v;
+        double v;
         memcpy(&v, value, 8);
-        p = _mm256_set1_epi64x((long long)v);
+        p = (pg_f8)pg_d4_splat(v, isa);
     }
-    ptrdiff_t i = 0;
-    for (; i + 32 <= nb; i += 32) _mm256_storeu_si256((__m256i *)(d + i), p);
-    if (i < nb) _mm256_storeu_si256((__m256i *)(d + nb - 32), p);
+    pg_fill_bytes((char *)dst, p, nb);
 }
-#define pg_fill(...) (pg_have_avx2() ? pg_fill_avx2(__VA_ARGS__) : pg_fill_base(__VA_ARGS__))
+
+/* a row of n float32 values x, or of n 16-bit values h (the rows' stores below) */
+PG_VEC_INLINE void pg_fill_row_f32(float *d, float x, ptrdiff_t n, int isa)
+{
+    if (n >= 8) pg_fill_bytes((char *)d, pg_f8_splat(x, isa), n * 4);
+    else for (ptrdiff_t i = 0; i < n; i++) d[i] = x;
+}
+
+PG_VEC_INLINE void pg_fill_row_u16(uint16_t *d, uint16_t h, ptrdiff_t n, int isa)
+{
+    if (n >= 16) pg_fill_bytes((char *)d, pg_fill_pat32(h * 0x10001u, isa), n * 2);
+    else for (ptrdiff_t i = 0; i < n; i++) d[i] = h;
+}
+
+static void pg_fill_vec_base(void *dst, const void *value, ptrdiff_t size, ptrdiff_t n)
+{
+    pg_fill_body(dst, value, size, n, PG_ISA_BASE);
+}
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2
+static void pg_fill_avx2(void *dst, const void *value, ptrdiff_t size, ptrdiff_t n)
+{
+    pg_fill_body(dst, value, size, n, PG_ISA_AVX2);
+}
+#define pg_fill(...)                                                                        \
+    (pg_have_avx2() ? pg_fill_avx2(__VA_ARGS__) : pg_fill_vec_base(__VA_ARGS__))
+#else
+#define pg_fill(...) pg_fill_vec_base(__VA_ARGS__)
+#endif
 #else
 #define pg_fill(...) pg_fill_base(__VA_ARGS__)
 #endif
@@ -1248,48 +1351,39 @@ ATTR static void NAME(T *dst, ptrdiff_t xs2, ptrdiff_t n, const T *g0, ptrdiff_t
         for (ptrdiff_t i_ = 0; i_ < (n); i_++) (p)[i_] = (x);                               \
     } while (0)
 
-PG_FILL_ROWS(pg_fill_rows_f32_base, , float, PG_SAME, PG_SAME, PG_FILL_STORE_BASE)
+/* the rows' stores: 32 bytes at a time through the layer, element by element without it */
+#if PG_VEC
+#define PG_FILL_STORE_F32(p, x, n) pg_fill_row_f32(p, x, n, PG_ISA_BASE)
+#define PG_FILL_STORE_U16(p, x, n) pg_fill_row_u16(p, x, n, PG_ISA_BASE)
+#else
+#define PG_FILL_STORE_F32 PG_FILL_STORE_BASE
+#define PG_FILL_STORE_U16 PG_FILL_STORE_BASE
+#endif
+
+PG_FILL_ROWS(pg_fill_rows_f32_base, , float, PG_SAME, PG_SAME, PG_FILL_STORE_F32)
+PG_FILL_ROWS(pg_fill_rows_f16_base, , uint16_t, pg_f16_to_f32, pg_f32_to_f16,
+             PG_FILL_STORE_U16)
+PG_FILL_ROWS(pg_fill_rows_bf16_base, , uint16_t, pg_bf16_to_f32, pg_f32_to_bf16,
+             PG_FILL_STORE_U16)
 
 #if PG_X86_DISPATCH
-/* 32 bytes (L values) a store; a row of L or more ends with one store overlapping the one
- * before */
-#define PG_FILL_STORE_AVX2(p, x, n, L, SET1)                                                \
-    do {                                                                                    \
-        if ((n) >= (L)) {                                                                   \
-            const __m256i v_ = SET1(x);                                                     \
-            ptrdiff_t i_ = 0;                                                               \
-            for (; i_ + (L) <= (n); i_ += (L)) _mm256_storeu_si256((__m256i *)((p) + i_), v_); \
-            if (i_ < (n)) _mm256_storeu_si256((__m256i *)((p) + (n) - (L)), v_);            \
-        } else {                                                                            \
-            for (ptrdiff_t i_ = 0; i_ < (n); i_++) (p)[i_] = (x);                           \
-        }                                                                                   \
-    } while (0)
-#define PG_SET1_F32(x) _mm256_castps_si256(_mm256_set1_ps(x))
-#define PG_SET1_U16(x) _mm256_set1_epi16((short)(x))
-#define PG_FILL_STORE_AVX2_F32(p, x, n) PG_FILL_STORE_AVX2(p, x, n, 8, PG_SET1_F32)
-#define PG_FILL_STORE_AVX2_U16(p, x, n) PG_FILL_STORE_AVX2(p, x, n, 16, PG_SET1_U16)
+/* 32 bytes a store; a row of 32 bytes or more ends with one store overlapping the one
+ * before.  The float16 conversions of one value through F16C */
+#define PG_F16_TO_F32_AVX2(h) pg_f16_to_f32_isa((h), PG_ISA_AVX2)
+#define PG_F32_TO_F16_AVX2(x) pg_f32_to_f16_isa((x), PG_ISA_AVX2)
+#define PG_FILL_STORE_F32_AVX2(p, x, n) pg_fill_row_f32(p, x, n, PG_ISA_AVX2)
+#define PG_FILL_STORE_U16_AVX2(p, x, n) pg_fill_row_u16(p, x, n, PG_ISA_AVX2)
 
 PG_FILL_ROWS(pg_fill_rows_f32_avx2, PG_TARGET_AVX2, float, PG_SAME, PG_SAME,
-             PG_FILL_STORE_AVX2_F32)
+             PG_FILL_STORE_F32_AVX2)
+PG_FILL_ROWS(pg_fill_rows_f16_avx2, PG_TARGET_AVX2_F16C, uint16_t, PG_F16_TO_F32_AVX2,
+             PG_F32_TO_F16_AVX2, PG_FILL_STORE_U16_AVX2)
+PG_FILL_ROWS(pg_fill_rows_bf16_avx2, PG_TARGET_AVX2, uint16_t, pg_bf16_to_f32, pg_f32_to_bf16,
+             PG_FILL_STORE_U16_AVX2)
 #define pg_fill_rows_f32(...)                                                               \
     (pg_have_avx2() ? pg_fill_rows_f32_avx2(__VA_ARGS__) : pg_fill_rows_f32_base(__VA_ARGS__))
 #else
 #define pg_fill_rows_f32(...) pg_fill_rows_f32_base(__VA_ARGS__)
-#endif
-
-PG_FILL_ROWS(pg_fill_rows_f16_base, , uint16_t, pg_f16_to_f32, pg_f32_to_f16,
-             PG_FILL_STORE_BASE)
-PG_FILL_ROWS(pg_fill_rows_bf16_base, , uint16_t, pg_bf16_to_f32, pg_f32_to_bf16,
-             PG_FILL_STORE_BASE)
-
-#if PG_X86_DISPATCH
-#define PG_F16_TO_F32_HW(h) _cvtsh_ss(h)
-#define PG_F32_TO_F16_HW(x) ((uint16_t)_cvtss_sh((x), _MM_FROUND_TO_NEAREST_INT))
-
-PG_FILL_ROWS(pg_fill_rows_f16_avx2, __attribute__((target("avx2,f16c"))), uint16_t,
-             PG_F16_TO_F32_HW, PG_F32_TO_F16_HW, PG_FILL_STORE_AVX2_U16)
-PG_FILL_ROWS(pg_fill_rows_bf16_avx2, PG_TARGET_AVX2, uint16_t, pg_bf16_to_f32, pg_f32_to_bf16,
-             PG_FILL_STORE_AVX2_U16)
 #endif
 
 /* pg_fill_rows_f32's 16-bit twin (bf16: bfloat16, else float16) */

@@ -237,11 +237,60 @@ PG_VEC_INLINE void pg_f8_transpose8(pg_f8 r[8], int isa)
 }
 
 /* --- layer for pg_stream.h --- */
-/* four float64 lanes (one AVX2 register; two SSE2 or NEON ones), unaligned load, store, splat */
+/* four float64 lanes (one AVX2 register; two SSE2 or NEON ones), unaligned load and store
+ * (pg_d4_splat below) */
 typedef double pg_d4 __attribute__((vector_size(32)));
 PG_VEC_INLINE pg_d4 pg_d4_load(const void *p) { pg_d4 v; memcpy(&v, p, 32); return v; }
 PG_VEC_INLINE void pg_d4_store(void *p, pg_d4 v) { memcpy(p, &v, 32); }
-PG_VEC_INLINE pg_d4 pg_d4_set1(double x) { return (pg_d4){x, x, x, x}; }
+
+/* x in all eight lanes, in the form gcc 12 makes one broadcast of: the bits for AVX2
+ * (VPBROADCASTD; pg_f8_set1 inlined into AVX2 code becomes four inserts), the float
+ * elsewhere (SSE2: one SHUFPS).  The bits are kept, whatever x is */
+PG_VEC_INLINE pg_f8 pg_f8_splat(float x, int isa)
+{
+    if (isa == PG_ISA_AVX2) {
+        uint32_t u;
+        memcpy(&u, &x, 4);
+        return (pg_f8)(pg_u8){u, u, u, u, u, u, u, u};
+    }
+    return pg_f8_set1(x);
+}
+
+/* x in all four lanes, as pg_f8_splat (AVX2: VPBROADCASTQ of the bits) */
+PG_VEC_INLINE pg_d4 pg_d4_splat(double x, int isa)
+{
+    if (isa == PG_ISA_AVX2) {
+        typedef uint64_t pg_q4_ __attribute__((vector_size(32)));
+        uint64_t u;
+        memcpy(&u, &x, 8);
+        return (pg_d4)(pg_q4_){u, u, u, u};
+    }
+    return (pg_d4){x, x, x, x};
+}
+
+/* eight bfloat16 values loaded from p and widened to float32: pg_f8_from_bf16 of a load,
+ * with AVX2's one VPMOVZXWD from memory (gcc 12 makes two 128-bit ones of the generic form) */
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2 static inline void pg_f8_load_bf16_avx2(const void *p, pg_f8 *v)
+{
+    const __m128i h = _mm_loadu_si128((const __m128i *)p);
+    const __m256i x = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+    memcpy(v, &x, 32);
+}
+#endif
+
+PG_VEC_INLINE pg_f8 pg_f8_load_bf16(const void *p, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_f8 v;
+        pg_f8_load_bf16_avx2(p, &v);
+        return v;
+    }
+#endif
+    (void)isa;
+    return pg_f8_from_bf16(pg_h8_load(p));
+}
 
 /*
  * Nontemporal (streaming) stores: the line is written without first being read into the
