@@ -9,6 +9,13 @@
  * ownership"), so for outputs far larger than the cache streaming cuts the write traffic by
  * up to half.  Lines only partly inside the row get ordinary stores, so no line ever mixes
  * the two kinds.  Values are bit-identical either way; only the cache policy differs.
+ *
+ * The combines, loads, fills and streaming copies are written once against the vector
+ * layer (pg_vec.h; its pg_f8_stream / pg_f4_stream are the non-temporal stores) and built
+ * for AVX2 and for the baseline (SSE2 or NEON); without the layer (MSVC) the element loops
+ * and ordinary stores run.  Three parts still hold AVX2 intrinsics: the channels-last
+ * lanes rows (pg_lanes_row, chosen by the plan only where AVX2 is there), the 16-bit
+ * combines and pg_vs, whose __m256 interfaces pg_item.h's AVX2 code uses.
  */
 #ifndef PG_STREAM_H
 #define PG_STREAM_H
@@ -19,7 +26,9 @@
 
 #include "pg_cpu.h"
 #include "pg_half.h"
+#include "pg_vec.h"
 
+/* streaming stores pay off (x86); pg_item.h and pg_scatter.h also use the SSE2 header */
 #if defined(__SSE2__) || defined(_M_X64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2)
 #include <emmintrin.h>
 #define PG_HAVE_STREAM 1
@@ -35,6 +44,16 @@
         if ((((uintptr_t)(dst)) % sizeof(T)) != 0 || head > n) head = n;              \
         body_end = head + ((n - head) / (64 / (ptrdiff_t)sizeof(T))) * (64 / (ptrdiff_t)sizeof(T)); \
     } while (0)
+
+#if PG_VEC
+/* 16 bytes from src (any alignment) streamed to dst (16-byte aligned) */
+PG_VEC_INLINE void pg_copy16_nt(void *dst, const void *src)
+{
+    pg_f4 v;
+    memcpy(&v, src, 16);
+    pg_f4_stream(dst, v);
+}
+#endif
 
 static inline float pg_combine1_f32(const float *const *rows, ptrdiff_t nr, ptrdiff_t j)
 {
@@ -113,18 +132,19 @@ PG_MUL_LOOP(double, pg_mul_base_f64, )
 PG_MUL_INPLACE_LOOP(pg_mulin_base_f32, )
 PG_LOAD_LANES_LOOP(float, pg_load_lanes_base_f32, )
 PG_LOAD_LANES_LOOP(double, pg_load_lanes_base_f64, )
-PG_COMBINE_LOOPS(float, pg_combine_base_f32, )
-PG_COMBINE_LOOPS(double, pg_combine_base_f64, )
+PG_COMBINE_LOOPS(float, pg_combine_few_base_f32, )
+PG_COMBINE_LOOPS(double, pg_combine_few_base_f64, )
 #if PG_X86_DISPATCH
 PG_COMBINE_LOOPS(float, pg_combine_few_avx2_f32, PG_TARGET_AVX2)
+PG_COMBINE_LOOPS(double, pg_combine_few_avx2_f64, PG_TARGET_AVX2)
 PG_MUL_LOOP(float, pg_mul_avx2_f32, PG_TARGET_AVX2)
 PG_MUL_LOOP(double, pg_mul_avx2_f64, PG_TARGET_AVX2)
 PG_MUL_INPLACE_LOOP(pg_mulin_avx2_f32, PG_TARGET_AVX2)
 PG_LOAD_LANES_LOOP(float, pg_load_lanes_avx2_f32, PG_TARGET_AVX2)
 PG_LOAD_LANES_LOOP(double, pg_load_lanes_avx2_f64, PG_TARGET_AVX2)
+#endif
 
-PG_COMBINE_LOOPS(double, pg_combine_few_avx2_f64, PG_TARGET_AVX2)
-
+#if PG_VEC
 /*
  * The sum of nr >= 4 rows that follow each other rs floats apart (consecutive E rows: one
  * covering D window), eight values at a time, the last eight again where n is not a
@@ -132,27 +152,27 @@ PG_COMBINE_LOOPS(double, pg_combine_few_avx2_f64, PG_TARGET_AVX2)
  * rows as constants (kernels of 4 to 8 at stride 1), so that a term costs one add with
  * its load.
  */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline __m256 pg_sum8_strided(const float *p, ptrdiff_t rs, ptrdiff_t nr)
+PG_VEC_INLINE pg_f8 pg_sum8_strided(const float *p, ptrdiff_t rs, ptrdiff_t nr)
 {
-    __m256 v = _mm256_add_ps(_mm256_loadu_ps(p), _mm256_loadu_ps(p + rs));
+    pg_f8 v = pg_f8_load(p) + pg_f8_load(p + rs);
     ptrdiff_t t = 2;
     for (p += 2 * rs; t + 4 <= nr; t += 4, p += 4 * rs) {   /* (nr > 8: four a time) */
-        v = _mm256_add_ps(v, _mm256_loadu_ps(p));
-        v = _mm256_add_ps(v, _mm256_loadu_ps(p + rs));
-        v = _mm256_add_ps(v, _mm256_loadu_ps(p + 2 * rs));
-        v = _mm256_add_ps(v, _mm256_loadu_ps(p + 3 * rs));
+        v = v + pg_f8_load(p);
+        v = v + pg_f8_load(p + rs);
+        v = v + pg_f8_load(p + 2 * rs);
+        v = v + pg_f8_load(p + 3 * rs);
     }
-    for (; t < nr; t++, p += rs) v = _mm256_add_ps(v, _mm256_loadu_ps(p));
+    for (; t < nr; t++, p += rs) v = v + pg_f8_load(p);
     return v;
 }
 #define PG_SUM_STRIDED_LOOP(NR)                                                             \
-    PG_FOR8_OVERLAP(j, n, { _mm256_storeu_ps(dst + j, pg_sum8_strided(r0 + j, rs, NR)); })
+    PG_FOR8_OVERLAP(j, n, { pg_f8_store(dst + j, pg_sum8_strided(r0 + j, rs, NR)); })
 
-/* out of line, so that the item's row loop keeps its registers for two and three rows */
-PG_TARGET_AVX2 __attribute__((noinline))
-static void pg_sum_rows_many_f32_avx2(float *PG_RESTRICT dst, const float *const *rows,
-                                      ptrdiff_t nr, ptrdiff_t n)
+/* four or more terms (rows of at least eight values) summed in registers, eight values at
+ * a time, in place of a pass over dst for every term past the third: channels-last rows
+ * of windows of 5 or more at stride 1 (the same sums, left to right) */
+PG_VEC_INLINE void pg_sum_rows_many_body(float *PG_RESTRICT dst, const float *const *rows,
+                                         ptrdiff_t nr, ptrdiff_t n)
 {
     const float *const r0 = rows[0], *const r1 = rows[1], *const r2 = rows[2];
     const ptrdiff_t rs = r1 - r0;
@@ -160,47 +180,29 @@ static void pg_sum_rows_many_f32_avx2(float *PG_RESTRICT dst, const float *const
     while (t < nr && rows[t] == r0 + t * rs) t++;
     if (t < nr) {   /* rows not rs apart: through the table */
         PG_FOR8_OVERLAP(j, n, {
-            __m256 v = _mm256_add_ps(_mm256_loadu_ps(r0 + j), _mm256_loadu_ps(r1 + j));
-            v = _mm256_add_ps(v, _mm256_loadu_ps(r2 + j));
-            for (ptrdiff_t r = 3; r < nr; r++) v = _mm256_add_ps(v, _mm256_loadu_ps(rows[r] + j));
-            _mm256_storeu_ps(dst + j, v);
+            pg_f8 v = pg_f8_load(r0 + j) + pg_f8_load(r1 + j);
+            v = v + pg_f8_load(r2 + j);
+            for (ptrdiff_t r = 3; r < nr; r++) v = v + pg_f8_load(rows[r] + j);
+            pg_f8_store(dst + j, v);
         })
         return;
     }
     PG_CASES_4_TO_8(nr, PG_SUM_STRIDED_LOOP)
 }
 
-/* four or more terms (rows of at least eight values) summed in registers, eight values at
- * a time, in place of a pass over dst for every term past the third: channels-last rows
- * of windows of 5 or more at stride 1 (the same sums, left to right) */
-PG_TARGET_AVX2
-static void pg_combine_avx2_f32(float *PG_RESTRICT dst, const float *const *rows, ptrdiff_t nr,
-                                ptrdiff_t n)
-{
-    if (nr >= 4 && n >= 8)
-        pg_sum_rows_many_f32_avx2(dst, rows, nr, n);
-    else
-        pg_combine_few_avx2_f32(dst, rows, nr, n);
-}
-
-/* float64: four rows or more summed in one pass, four values at a time, each value's
+/* float64, four rows or more: summed in one pass, four values at a time, each value's
  * terms added in a register in the order of the loops above (the same bits), where those
- * make a pass over dst per row past the third (k7s1p3: five); fewer rows through those
- * loops, as float32 does */
-PG_TARGET_AVX2
-static void pg_combine_avx2_f64(double *PG_RESTRICT dst, const double *const *rows,
-                                ptrdiff_t nr, ptrdiff_t n)
+ * make a pass over dst per row past the third */
+PG_VEC_INLINE void pg_sum_rows_many_f64_body(double *PG_RESTRICT dst,
+                                             const double *const *rows, ptrdiff_t nr,
+                                             ptrdiff_t n)
 {
-    if (nr < 4) {
-        pg_combine_few_avx2_f64(dst, rows, nr, n);
-        return;
-    }
     const double *PG_RESTRICT a = rows[0], *PG_RESTRICT b = rows[1];
     ptrdiff_t j = 0;
     for (; j + 4 <= n; j += 4) {
-        __m256d v = _mm256_add_pd(_mm256_loadu_pd(a + j), _mm256_loadu_pd(b + j));
-        for (ptrdiff_t r = 2; r < nr; r++) v = _mm256_add_pd(v, _mm256_loadu_pd(rows[r] + j));
-        _mm256_storeu_pd(dst + j, v);
+        pg_d4 v = pg_d4_load(a + j) + pg_d4_load(b + j);
+        for (ptrdiff_t r = 2; r < nr; r++) v = v + pg_d4_load(rows[r] + j);
+        pg_d4_store(dst + j, v);
     }
     for (; j < n; j++) {
         double v = a[j] + b[j];
@@ -208,6 +210,40 @@ static void pg_combine_avx2_f64(double *PG_RESTRICT dst, const double *const *ro
         dst[j] = v;
     }
 }
+
+/* the ordinary-store combine, one copy per instruction set: up to three terms through the
+ * loops above; more in registers (pg_sum_rows_many_f32_* out of line, so that the
+ * item's row loop, pg_item.h, keeps its registers for two and three rows) */
+#define PG_COMBINE_ISA(SFX, ATTR)                                                           \
+ATTR __attribute__((noinline))                                                              \
+static void pg_sum_rows_many_f32_##SFX(float *PG_RESTRICT dst, const float *const *rows,    \
+                                       ptrdiff_t nr, ptrdiff_t n)                           \
+{                                                                                           \
+    pg_sum_rows_many_body(dst, rows, nr, n);                                                \
+}                                                                                           \
+ATTR static void pg_combine_##SFX##_f32(float *PG_RESTRICT dst, const float *const *rows,   \
+                                        ptrdiff_t nr, ptrdiff_t n)                          \
+{                                                                                           \
+    if (nr >= 4 && n >= 8)                                                                  \
+        pg_sum_rows_many_f32_##SFX(dst, rows, nr, n);                                       \
+    else                                                                                    \
+        pg_combine_few_##SFX##_f32(dst, rows, nr, n);                                       \
+}                                                                                           \
+ATTR static void pg_combine_##SFX##_f64(double *PG_RESTRICT dst, const double *const *rows, \
+                                        ptrdiff_t nr, ptrdiff_t n)                          \
+{                                                                                           \
+    if (nr < 4)                                                                             \
+        pg_combine_few_##SFX##_f64(dst, rows, nr, n);                                       \
+    else                                                                                    \
+        pg_sum_rows_many_f64_body(dst, rows, nr, n);                                        \
+}
+PG_COMBINE_ISA(base, )
+#if PG_X86_DISPATCH
+PG_COMBINE_ISA(avx2, PG_TARGET_AVX2)
+#endif
+#else
+#define pg_combine_base_f32 pg_combine_few_base_f32
+#define pg_combine_base_f64 pg_combine_few_base_f64
 #endif
 
 static inline void pg_mul_f32(float *dst, const float *a, const float *b, ptrdiff_t n)
@@ -237,58 +273,75 @@ static inline void pg_load_lanes_f64(double *dst, const double *src, ptrdiff_t s
     PG_PICK(pg_load_lanes, f64, dst, src, so, w, Wo, L);
 }
 
-#if PG_X86_DISPATCH
-/* the streaming combine's whole lines [head, body_end) with 32-byte loads and non-temporal
- * stores, one and two terms without the loop over rows (the same sums, left to right);
- * the rest of the row with ordinary stores */
-PG_TARGET_AVX2
-static void pg_combine_stream_avx2_f32(float *dst, const float *const *rows, ptrdiff_t nr,
-                                       ptrdiff_t n, ptrdiff_t head, ptrdiff_t body_end)
+#if PG_VEC
+/* the streaming combine's whole lines [head, body_end) with non-temporal stores, one and
+ * two terms without the loop over rows (the same sums, left to right); the rest of the
+ * row with ordinary stores.  AVX2: 32-byte loads and stores; SSE2 and NEON: two halves */
+PG_VEC_INLINE void pg_combine_stream_f32_body(float *dst, const float *const *rows,
+                                              ptrdiff_t nr, ptrdiff_t n, ptrdiff_t head,
+                                              ptrdiff_t body_end, int isa)
 {
     ptrdiff_t j;
     const float *a = rows[0];
     for (j = 0; j < head; j++) dst[j] = pg_combine1_f32(rows, nr, j);
     if (nr == 1) {
-        for (; j < body_end; j += 8) _mm256_stream_ps(dst + j, _mm256_loadu_ps(a + j));
+        for (; j < body_end; j += 8) pg_f8_stream(dst + j, pg_f8_load(a + j), isa);
     } else if (nr == 2) {
         const float *b = rows[1];
         for (; j < body_end; j += 8)
-            _mm256_stream_ps(dst + j, _mm256_add_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(b + j)));
+            pg_f8_stream(dst + j, pg_f8_load(a + j) + pg_f8_load(b + j), isa);
     } else {
         for (; j < body_end; j += 8) {
-            __m256 s = _mm256_add_ps(_mm256_loadu_ps(a + j), _mm256_loadu_ps(rows[1] + j));
-            for (ptrdiff_t r = 2; r < nr; r++) s = _mm256_add_ps(s, _mm256_loadu_ps(rows[r] + j));
-            _mm256_stream_ps(dst + j, s);
+            pg_f8 s = pg_f8_load(a + j) + pg_f8_load(rows[1] + j);
+            for (ptrdiff_t r = 2; r < nr; r++) s = s + pg_f8_load(rows[r] + j);
+            pg_f8_stream(dst + j, s, isa);
         }
     }
     for (; j < n; j++) dst[j] = pg_combine1_f32(rows, nr, j);
 }
 
-/* the same for float64 (the SSE2 loop below stored 16 bytes at a time and took the row
- * pointers from the table at every store: channels-last k2s2 C = 64, one term a row, was
- * 1.2x slower or not from one build to the next with that loop unchanged) */
-PG_TARGET_AVX2
-static void pg_combine_stream_avx2_f64(double *dst, const double *const *rows, ptrdiff_t nr,
-                                       ptrdiff_t n, ptrdiff_t head, ptrdiff_t body_end)
+/* the same for float64, four values a vector; the row pointers of one and two terms held
+ * in locals, not taken from the table at every store */
+PG_VEC_INLINE void pg_combine_stream_f64_body(double *dst, const double *const *rows,
+                                              ptrdiff_t nr, ptrdiff_t n, ptrdiff_t head,
+                                              ptrdiff_t body_end, int isa)
 {
     ptrdiff_t j;
     const double *a = rows[0];
     for (j = 0; j < head; j++) dst[j] = pg_combine1_f64(rows, nr, j);
     if (nr == 1) {
-        for (; j < body_end; j += 4) _mm256_stream_pd(dst + j, _mm256_loadu_pd(a + j));
+        for (; j < body_end; j += 4) pg_f8_stream(dst + j, (pg_f8)pg_d4_load(a + j), isa);
     } else if (nr == 2) {
         const double *b = rows[1];
         for (; j < body_end; j += 4)
-            _mm256_stream_pd(dst + j, _mm256_add_pd(_mm256_loadu_pd(a + j), _mm256_loadu_pd(b + j)));
+            pg_f8_stream(dst + j, (pg_f8)(pg_d4_load(a + j) + pg_d4_load(b + j)), isa);
     } else {
         for (; j < body_end; j += 4) {
-            __m256d s = _mm256_add_pd(_mm256_loadu_pd(a + j), _mm256_loadu_pd(rows[1] + j));
-            for (ptrdiff_t r = 2; r < nr; r++) s = _mm256_add_pd(s, _mm256_loadu_pd(rows[r] + j));
-            _mm256_stream_pd(dst + j, s);
+            pg_d4 s = pg_d4_load(a + j) + pg_d4_load(rows[1] + j);
+            for (ptrdiff_t r = 2; r < nr; r++) s = s + pg_d4_load(rows[r] + j);
+            pg_f8_stream(dst + j, (pg_f8)s, isa);
         }
     }
     for (; j < n; j++) dst[j] = pg_combine1_f64(rows, nr, j);
 }
+
+#define PG_COMBINE_STREAM_ISA(SFX, ATTR, ISA)                                               \
+ATTR static void pg_combine_stream_##SFX##_f32(float *dst, const float *const *rows,        \
+                                               ptrdiff_t nr, ptrdiff_t n, ptrdiff_t head,   \
+                                               ptrdiff_t body_end)                          \
+{                                                                                           \
+    pg_combine_stream_f32_body(dst, rows, nr, n, head, body_end, ISA);                      \
+}                                                                                           \
+ATTR static void pg_combine_stream_##SFX##_f64(double *dst, const double *const *rows,      \
+                                               ptrdiff_t nr, ptrdiff_t n, ptrdiff_t head,   \
+                                               ptrdiff_t body_end)                          \
+{                                                                                           \
+    pg_combine_stream_f64_body(dst, rows, nr, n, head, body_end, ISA);                      \
+}
+PG_COMBINE_STREAM_ISA(base, , PG_ISA_BASE)
+#if PG_X86_DISPATCH
+PG_COMBINE_STREAM_ISA(avx2, PG_TARGET_AVX2, PG_ISA_AVX2)
+#endif
 #endif
 
 #if PG_X86_DISPATCH
@@ -531,11 +584,9 @@ static inline __m256 pg_lanes_sum8(const void *const *g, ptrdiff_t l, const __m2
  * lanes, every column's stores the same distance from a 64-byte line) and more than one
  * store target (equal rows or columns), each column's lanes up to the first line boundary
  * go first, then 32 at a time, so that each target receives whole lines in two 32-byte
- * stores: with 32 bytes to each of four targets in turn, k2 s2 float16 and bfloat16 rows
- * 16 bytes off a line (numpy's large arrays are) at C = 256 and 512 took 1.5-2.2x the
- * time on 1 thread, 1.0-1.3x on 2 (2-vCPU EPYC, Zen 4).  One target is written in address
- * order either way (k3 s2 p1: 1.0-1.3x the time in whole lines, at C = 64-128).  The lanes
- * are independent, so how they are grouped changes no bits.
+ * stores, where 32 bytes to each target in turn cost much more (docs/performance.md).  One
+ * target is written in address order.  The lanes are independent, so how they are grouped
+ * changes no bits.
  */
 PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
 static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
@@ -599,8 +650,7 @@ static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrd
 
 /* nr <= 8, m <= PG_MAX_TAPS; the common counts (1, 2 rows; 1, 2 taps) as constants.  CR:
  * runs of columns with the same taps, crun[w] of them from column w (the plan's table; NULL
- * where all runs are single columns).  A search for them at every column instead cost
- * k3 s2 p1 1.2-1.3x, k3 s1 p1 1.05x, in branches */
+ * where all runs are single columns), a table rather than a search at every column */
 #define PG_LANES_ROW_ST(NAME, KIND, ST, CR, LN)                                             \
 PG_TARGET_AVX2_F16C                                                                         \
 static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void *const *g, \
@@ -656,69 +706,70 @@ PG_LANES_ROW(pg_lanes_row_avx2_bf16, 2)
  * (pg_combine_f64: left to right), so the same bits.  Eight lanes at a time, then four, the
  * last four overlapping the ones before where L is not a multiple of four; each column
  * stored to the nd equal rows rs elements apart, streamed 16 bytes at a time where
- * `stream`.
+ * `stream`.  Written against the vector layer, built for AVX2 only (the plan picks these
+ * rows only where the CPU has it).
  */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_lanes_sum8_f64(const void *const *g, ptrdiff_t l, const __m256d *kv,
-                                     ptrdiff_t nr, const ptrdiff_t *off, const __m256d *wv,
-                                     ptrdiff_t n, int scale, int two, __m256d *s0, __m256d *s1)
+PG_VEC_INLINE void pg_lanes_sum8_f64(const void *const *g, ptrdiff_t l, const pg_d4 *kv,
+                                     ptrdiff_t nr, const ptrdiff_t *off, const pg_d4 *wv,
+                                     ptrdiff_t n, int scale, int two, pg_d4 *s0, pg_d4 *s1)
 {
-    *s0 = *s1 = _mm256_setzero_pd();   /* nr >= 1: never used */
+    const pg_d4 zero = {0.0, 0.0, 0.0, 0.0};
+    *s0 = *s1 = zero;   /* nr >= 1: never used */
     for (ptrdiff_t r = 0; r < nr; r++) {
         const char *gr = (const char *)g[r] + l * 8;
-        __m256d u0 = _mm256_setzero_pd(), u1 = _mm256_setzero_pd();
+        pg_d4 u0 = zero, u1 = zero;
         for (ptrdiff_t i = 0; i < n; i++) {
-            __m256d v0 = _mm256_loadu_pd((const double *)(gr + off[i])), v1 = v0;
-            if (two) v1 = _mm256_loadu_pd((const double *)(gr + off[i]) + 4);
+            pg_d4 v0 = pg_d4_load(gr + off[i]), v1 = v0;
+            if (two) v1 = pg_d4_load(gr + off[i] + 32);
             if (scale) {
-                v0 = _mm256_mul_pd(v0, wv[i]);
-                if (two) v1 = _mm256_mul_pd(v1, wv[i]);
+                v0 = v0 * wv[i];
+                if (two) v1 = v1 * wv[i];
             }
-            u0 = i ? _mm256_add_pd(u0, v0) : v0;
-            if (two) u1 = i ? _mm256_add_pd(u1, v1) : v1;
+            u0 = i ? u0 + v0 : v0;
+            if (two) u1 = i ? u1 + v1 : v1;
         }
-        u0 = _mm256_mul_pd(kv[r], u0);
-        *s0 = r ? _mm256_add_pd(*s0, u0) : u0;
+        u0 = kv[r] * u0;
+        *s0 = r ? *s0 + u0 : u0;
         if (two) {
-            u1 = _mm256_mul_pd(kv[r], u1);
-            *s1 = r ? _mm256_add_pd(*s1, u1) : u1;
+            u1 = kv[r] * u1;
+            *s1 = r ? *s1 + u1 : u1;
         }
     }
 }
 
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_lanes_put4_f64(char *p, ptrdiff_t nd, ptrdiff_t rsb, __m256d s,
+/* four values to each of the nd rows: 32-byte stores, or two 16-byte streaming ones */
+PG_VEC_INLINE void pg_lanes_put4_f64(char *p, ptrdiff_t nd, ptrdiff_t rsb, pg_d4 s,
                                      int stream)
 {
     for (ptrdiff_t t = 0; t < nd; t++, p += rsb) {
-#if PG_HAVE_STREAM
         if (stream) {
-            _mm_stream_pd((double *)p, _mm256_castpd256_pd128(s));
-            _mm_stream_pd((double *)p + 2, _mm256_extractf128_pd(s, 1));
+            pg_f4 lo, hi;
+            memcpy(&lo, &s, 16);
+            memcpy(&hi, (const char *)&s + 16, 16);
+            pg_f4_stream(p, lo);
+            pg_f4_stream(p + 16, hi);
             continue;
         }
-#endif
-        _mm256_storeu_pd((double *)p, s);
+        pg_d4_store(p, s);
     }
 }
 
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_lanes_row_f64_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
+PG_VEC_INLINE void pg_lanes_row_f64_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
                                          const void *const *g, ptrdiff_t gs, const double *k,
                                          const double *ww, ptrdiff_t nr, const int64_t *tap,
                                          ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,
-                                         int stream)
+                                         int stream, int isa)
 {
     const int scale = ww != NULL;
-    __m256d kv[8], wv[PG_MAX_TAPS], s0, s1;
+    pg_d4 kv[8], wv[PG_MAX_TAPS], s0, s1;
     ptrdiff_t off[PG_MAX_TAPS] = {0};
-    for (ptrdiff_t r = 0; r < nr; r++) kv[r] = _mm256_set1_pd(k[r]);
+    for (ptrdiff_t r = 0; r < nr; r++) kv[r] = pg_d4_splat(k[r], isa);
     for (ptrdiff_t w = 0; w < W; w++, tap += m) {
         char *d = (char *)dst + w * ds * 8;
         ptrdiff_t n = 0, l = 0;
         while (n < m && tap[n] < Wo) {
             off[n] = tap[n] * gs * 8;
-            if (scale) wv[n] = _mm256_set1_pd(ww[tap[n]]);
+            if (scale) wv[n] = pg_d4_splat(ww[tap[n]], isa);
             n++;
         }
         for (; l + 8 <= L; l += 8) {
@@ -742,15 +793,20 @@ static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void
                  const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo)    \
 {                                                                                           \
     if (nr == 1 && m == 1)                                                                  \
-        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 1, W, L, Wo, ST);      \
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 1, W, L, Wo, ST,       \
+                              PG_ISA_AVX2);                                                 \
     else if (nr == 1 && m == 2)                                                             \
-        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 2, W, L, Wo, ST);      \
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 2, W, L, Wo, ST,       \
+                              PG_ISA_AVX2);                                                 \
     else if (nr == 2 && m == 1)                                                             \
-        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 1, W, L, Wo, ST);      \
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 1, W, L, Wo, ST,       \
+                              PG_ISA_AVX2);                                                 \
     else if (nr == 2 && m == 2)                                                             \
-        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 2, W, L, Wo, ST);      \
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 2, W, L, Wo, ST,       \
+                              PG_ISA_AVX2);                                                 \
     else                                                                                    \
-        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, ST);     \
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, ST,      \
+                              PG_ISA_AVX2);                                                 \
 }
 PG_LANES_ROW_F64(pg_lanes_row_avx2_f64_o, 0)
 PG_LANES_ROW_F64(pg_lanes_row_avx2_f64_s, 1)
@@ -832,14 +888,11 @@ static inline void pg_lanes_copy(char *PG_RESTRICT dst, ptrdiff_t dstep,
         dstep = sstep = nbytes;
         W = 1;
     }
-#if PG_HAVE_STREAM
+#if PG_HAVE_STREAM && PG_VEC
     if (stream && ((uintptr_t)dst % 16u) == 0 && dstep % 16 == 0 && nbytes % 16 == 0) {
-        for (ptrdiff_t w = 0; w < W; w++) {
-            __m128i *d = (__m128i *)(dst + w * dstep);
-            const __m128i *q = (const __m128i *)(src + w * sstep);
-            for (ptrdiff_t i = 0; i < nbytes / 16; i++)
-                _mm_stream_si128(d + i, _mm_loadu_si128(q + i));
-        }
+        for (ptrdiff_t w = 0; w < W; w++)
+            for (ptrdiff_t i = 0; i < nbytes; i += 16)
+                pg_copy16_nt(dst + w * dstep + i, src + w * sstep + i);
         return;
     }
 #else
@@ -849,56 +902,36 @@ static inline void pg_lanes_copy(char *PG_RESTRICT dst, ptrdiff_t dstep,
         memcpy(dst + w * dstep, src + w * sstep, (size_t)nbytes);
 }
 
+/* dst = the sum of the nr rows; with `stream` (where the build has streaming stores and
+ * the vector layer), dst's whole cache lines written with non-temporal stores */
 static inline void pg_combine_f32(float *dst, const float *const *rows, ptrdiff_t nr,
                                   ptrdiff_t n, int stream)
 {
-    if (!(PG_HAVE_STREAM && stream)) {
-        PG_PICK(pg_combine, f32, dst, rows, nr, n);
-        return;
-    }
-#if PG_HAVE_STREAM
-    ptrdiff_t j = 0, head = n, body_end = n;
-    PG_LINES(float, dst, n, head, body_end);
-#if PG_X86_DISPATCH
-    if (pg_have_avx2()) {
-        pg_combine_stream_avx2_f32(dst, rows, nr, n, head, body_end);
+#if PG_HAVE_STREAM && PG_VEC
+    if (stream) {
+        ptrdiff_t head = n, body_end = n;
+        PG_LINES(float, dst, n, head, body_end);
+        PG_PICK(pg_combine_stream, f32, dst, rows, nr, n, head, body_end);
         return;
     }
 #endif
-    for (j = 0; j < head; j++) dst[j] = pg_combine1_f32(rows, nr, j);
-    for (; j < body_end; j += 4) {
-        __m128 s = _mm_loadu_ps(rows[0] + j);
-        for (ptrdiff_t r = 1; r < nr; r++) s = _mm_add_ps(s, _mm_loadu_ps(rows[r] + j));
-        _mm_stream_ps(dst + j, s);
-    }
-    for (; j < n; j++) dst[j] = pg_combine1_f32(rows, nr, j);
-#endif
+    (void)stream;
+    PG_PICK(pg_combine, f32, dst, rows, nr, n);
 }
 
 static inline void pg_combine_f64(double *dst, const double *const *rows, ptrdiff_t nr,
                                   ptrdiff_t n, int stream)
 {
-    if (!(PG_HAVE_STREAM && stream)) {
-        PG_PICK(pg_combine, f64, dst, rows, nr, n);
-        return;
-    }
-#if PG_HAVE_STREAM
-    ptrdiff_t j = 0, head = n, body_end = n;
-    PG_LINES(double, dst, n, head, body_end);
-#if PG_X86_DISPATCH
-    if (pg_have_avx2()) {
-        pg_combine_stream_avx2_f64(dst, rows, nr, n, head, body_end);
+#if PG_HAVE_STREAM && PG_VEC
+    if (stream) {
+        ptrdiff_t head = n, body_end = n;
+        PG_LINES(double, dst, n, head, body_end);
+        PG_PICK(pg_combine_stream, f64, dst, rows, nr, n, head, body_end);
         return;
     }
 #endif
-    for (j = 0; j < head; j++) dst[j] = pg_combine1_f64(rows, nr, j);
-    for (; j < body_end; j += 2) {
-        __m128d s = _mm_loadu_pd(rows[0] + j);
-        for (ptrdiff_t r = 1; r < nr; r++) s = _mm_add_pd(s, _mm_loadu_pd(rows[r] + j));
-        _mm_stream_pd(dst + j, s);
-    }
-    for (; j < n; j++) dst[j] = pg_combine1_f64(rows, nr, j);
-#endif
+    (void)stream;
+    PG_PICK(pg_combine, f64, dst, rows, nr, n);
 }
 
 /*
@@ -1040,43 +1073,6 @@ static void pg_combine_h16_strided(uint16_t *dst, const float *r0, ptrdiff_t rs,
 }
 #endif
 
-/*
- * A contiguous 16-bit grad_output row widened to float32 and multiplied by its W weights
- * (w NULL: not multiplied) in one pass: the same values as the row conversion followed by
- * the multiply.  Returns 0 where the CPU lacks the instructions.
- */
-#if PG_X86_DISPATCH
-PG_TARGET_AVX2
-static void pg_load_bf16_avx2(float *dst, const uint16_t *src, const float *w, ptrdiff_t n)
-{
-    if (n < 8) {
-        for (ptrdiff_t j = 0; j < n; j++)
-            dst[j] = w ? pg_bf16_to_f32(src[j]) * w[j] : pg_bf16_to_f32(src[j]);
-        return;
-    }
-    PG_FOR8_OVERLAP(j, n, {
-        __m256 v = _mm256_castsi256_ps(_mm256_slli_epi32(
-            _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + j))), 16));
-        if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + j));
-        _mm256_storeu_ps(dst + j, v);
-    })
-}
-
-__attribute__((target("avx2,f16c")))
-static void pg_load_f16_avx2(float *dst, const uint16_t *src, const float *w, ptrdiff_t n)
-{
-    if (n < 8) {
-        for (ptrdiff_t j = 0; j < n; j++) dst[j] = w ? _cvtsh_ss(src[j]) * w[j] : _cvtsh_ss(src[j]);
-        return;
-    }
-    PG_FOR8_OVERLAP(j, n, {
-        __m256 v = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(src + j)));
-        if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + j));
-        _mm256_storeu_ps(dst + j, v);
-    })
-}
-#endif
-
 /* whether the AVX2 16-bit routines can run: AVX2, and F16C for float16 */
 static inline int pg_have_h16(int bf16)
 {
@@ -1088,52 +1084,127 @@ static inline int pg_have_h16(int bf16)
 #endif
 }
 
-static inline int pg_load_h16(float *dst, const uint16_t *src, const float *w, ptrdiff_t n,
-                              int bf16)
+#if PG_VEC
+/* eight 16-bit values widened to float32 (bf16: bfloat16, else float16) */
+PG_VEC_INLINE pg_f8 pg_h8_widen(const uint16_t *p, int bf16, int isa)
 {
-    if (!pg_have_h16(bf16))
-        return 0;
-#if PG_X86_DISPATCH
-    (bf16 ? pg_load_bf16_avx2 : pg_load_f16_avx2)(dst, src, w, n);
-#endif
-    return 1;
+    return bf16 ? pg_f8_load_bf16(p, isa) : pg_f8_from_f16(pg_h8_load(p), isa);
+}
+
+/* (one float16 value to float32 and back: pg_vec.h's pg_f16_to_f32_isa, pg_f32_to_f16_isa) */
+
+
+/*
+ * A contiguous 16-bit grad_output row widened to float32 and multiplied by its W weights
+ * (w NULL: not multiplied) in one pass: the same values as the row conversion followed by
+ * the multiply.
+ */
+PG_VEC_INLINE void pg_load_h16_body(float *dst, const uint16_t *src, const float *w,
+                                    ptrdiff_t n, int bf16, int isa)
+{
+    if (n < 8) {
+        for (ptrdiff_t j = 0; j < n; j++) {
+            const float x = bf16 ? pg_bf16_to_f32(src[j]) : pg_f16_to_f32_isa(src[j], isa);
+            dst[j] = w ? x * w[j] : x;
+        }
+        return;
+    }
+    PG_FOR8_OVERLAP(j, n, {
+        pg_f8 v = pg_h8_widen(src + j, bf16, isa);
+        if (w) v = v * pg_f8_load(w + j);
+        pg_f8_store(dst + j, v);
+    })
 }
 
 /*
  * Channels-last 16-bit grad_output columns of L >= 8 contiguous lanes, `so` elements
  * apart, widened to float32 into a dense row and multiplied by their W weight (w NULL: not
- * multiplied): the same values as the conversion followed by the multiply.  Returns 0
- * where the CPU lacks the instructions or L < 8.
+ * multiplied): the same values as the conversion followed by the multiply.
  */
-#if PG_X86_DISPATCH
-PG_TARGET_AVX2_F16C
-static void pg_load_lanes_h16_avx2(float *dst, const uint16_t *src, ptrdiff_t so,
-                                   const float *w, ptrdiff_t Wo, ptrdiff_t L, int bf16)
+PG_VEC_INLINE void pg_load_lanes_h16_body(float *dst, const uint16_t *src, ptrdiff_t so,
+                                          const float *w, ptrdiff_t Wo, ptrdiff_t L,
+                                          int bf16, int isa)
 {
     for (ptrdiff_t ow = 0; ow < Wo; ow++) {
         const uint16_t *s = src + ow * so;
         float *d = dst + ow * L;
-        const __m256 c = _mm256_set1_ps(w ? w[ow] : 0.0f);
+        const pg_f8 c = pg_f8_splat(w ? w[ow] : 0.0f, isa);
         PG_FOR8_OVERLAP(l, L, {
-            const __m128i h = _mm_loadu_si128((const __m128i *)(s + l));
-            __m256 v = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
-                            : _mm256_cvtph_ps(h);
-            if (w) v = _mm256_mul_ps(v, c);
-            _mm256_storeu_ps(d + l, v);
+            pg_f8 v = pg_h8_widen(s + l, bf16, isa);
+            if (w) v = v * c;
+            pg_f8_store(d + l, v);
         })
     }
 }
+
+/* one copy per instruction set and format (pg_item.h calls the AVX2 ones by name) */
+#define PG_LOAD_H16_ISA(SFX, ATTR_BF16, ATTR_F16, ISA)                                      \
+ATTR_BF16 static void pg_load_bf16_##SFX(float *dst, const uint16_t *src, const float *w,   \
+                                         ptrdiff_t n)                                       \
+{                                                                                           \
+    pg_load_h16_body(dst, src, w, n, 1, ISA);                                               \
+}                                                                                           \
+ATTR_F16 static void pg_load_f16_##SFX(float *dst, const uint16_t *src, const float *w,     \
+                                       ptrdiff_t n)                                         \
+{                                                                                           \
+    pg_load_h16_body(dst, src, w, n, 0, ISA);                                               \
+}                                                                                           \
+ATTR_F16 static void pg_load_lanes_h16_##SFX(float *dst, const uint16_t *src, ptrdiff_t so, \
+                                             const float *w, ptrdiff_t Wo, ptrdiff_t L,     \
+                                             int bf16)                                      \
+{                                                                                           \
+    if (bf16) pg_load_lanes_h16_body(dst, src, so, w, Wo, L, 1, ISA);                       \
+    else pg_load_lanes_h16_body(dst, src, so, w, Wo, L, 0, ISA);                            \
+}
+PG_LOAD_H16_ISA(base, , , PG_ISA_BASE)
+#if PG_X86_DISPATCH
+PG_LOAD_H16_ISA(avx2, PG_TARGET_AVX2, PG_TARGET_AVX2_F16C, PG_ISA_AVX2)
+#endif
 #endif
 
+/* which copy of the 16-bit loads runs: 2 the AVX2 one, 1 the baseline one, 0 none (no
+ * vector layer, or float16 without hardware conversions: there lane by lane in registers
+ * costs more than the caller's element loops) */
+#if PG_VEC && PG_VEC_F16
+#define PG_H16_BASE_F16 1
+#else
+#define PG_H16_BASE_F16 0
+#endif
+static inline int pg_h16_isa(int bf16)
+{
+    if (pg_have_h16(bf16)) return 2;
+    return PG_VEC && (bf16 || PG_H16_BASE_F16);
+}
+
+/* returns 0 (and does nothing) where pg_h16_isa is 0: the caller then converts and
+ * multiplies */
+static inline int pg_load_h16(float *dst, const uint16_t *src, const float *w, ptrdiff_t n,
+                              int bf16)
+{
+    const int isa = pg_h16_isa(bf16);
+#if PG_X86_DISPATCH
+    if (isa == 2) (bf16 ? pg_load_bf16_avx2 : pg_load_f16_avx2)(dst, src, w, n);
+#endif
+#if PG_VEC
+    if (isa == 1) (bf16 ? pg_load_bf16_base : pg_load_f16_base)(dst, src, w, n);
+#endif
+    (void)dst; (void)src; (void)w; (void)n;
+    return isa != 0;
+}
+
+/* the same for lanes; 0 also where L < 8 */
 static inline int pg_load_lanes_h16(float *dst, const uint16_t *src, ptrdiff_t so,
                                     const float *w, ptrdiff_t Wo, ptrdiff_t L, int bf16)
 {
-    if (L < 8 || !pg_have_h16(bf16))
-        return 0;
+    const int isa = L >= 8 ? pg_h16_isa(bf16) : 0;
 #if PG_X86_DISPATCH
-    pg_load_lanes_h16_avx2(dst, src, so, w, Wo, L, bf16);
+    if (isa == 2) pg_load_lanes_h16_avx2(dst, src, so, w, Wo, L, bf16);
 #endif
-    return 1;
+#if PG_VEC
+    if (isa == 1) pg_load_lanes_h16_base(dst, src, so, w, Wo, L, bf16);
+#endif
+    (void)dst; (void)src; (void)so; (void)w; (void)Wo;
+    return isa != 0;
 }
 
 static inline int pg_combine_h16(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
@@ -1148,8 +1219,9 @@ static inline int pg_combine_h16(uint16_t *dst, const float *const *rows, ptrdif
 }
 
 /* n elements of `size` bytes (2, 4 or 8), every one equal to *value: the fill of global
- * pooling's planes.  The AVX2 build stores 32 bytes at a time and ends with one store that
- * overlaps the one before (the same bytes again), so a 49-value plane takes seven stores. */
+ * pooling's planes.  The vector build stores 32 bytes at a time and ends with one store
+ * that overlaps the one before (the same bytes again), so a 49-value plane takes seven
+ * stores. */
 static void pg_fill_base(void *dst, const void *value, ptrdiff_t size, ptrdiff_t n)
 {
     if (size == 2) {
@@ -1167,35 +1239,76 @@ static void pg_fill_base(void *dst, const void *value, ptrdiff_t size, ptrdiff_t
     }
 }
 
-#if PG_X86_DISPATCH
-PG_TARGET_AVX2
-static void pg_fill_avx2(void *dst, const void *value, ptrdiff_t size, ptrdiff_t n)
+#if PG_VEC
+/* 32 bytes of the 4-byte pattern u */
+PG_VEC_INLINE pg_f8 pg_fill_pat32(uint32_t u, int isa)
+{
+    float x;
+    memcpy(&x, &u, 4);
+    return pg_f8_splat(x, isa);
+}
+
+/* nb bytes from d on (nb >= 32, a multiple of the pattern's size, which divides 32) */
+PG_VEC_INLINE void pg_fill_bytes(char *d, pg_f8 p, ptrdiff_t nb)
+{
+    ptrdiff_t i = 0;
+    for (; i + 32 <= nb; i += 32) pg_f8_store(d + i, p);
+    if (i < nb) pg_f8_store(d + nb - 32, p);
+}
+
+PG_VEC_INLINE void pg_fill_body(void *dst, const void *value, ptrdiff_t size, ptrdiff_t n,
+                               int isa)
 {
     const ptrdiff_t nb = n * size;
-    char *d = (char *)dst;
-    __m256i p;
     if (nb < 32) {
         pg_fill_base(dst, value, size, n);
         return;
     }
+    pg_f8 p;
     if (size == 2) {
         uint16_t v;
         memcpy(&v, value, 2);
-        p = _mm256_set1_epi16((short)v);
+        p = pg_fill_pat32(v * 0x10001u, isa);
     } else if (size == 4) {
         uint32_t v;
         memcpy(&v, value, 4);
-        p = _mm256_set1_epi32((int)v);
+        p = pg_fill_pat32(v, isa);
     } else {
-        uint64_t v;
+        double v;
         memcpy(&v, value, 8);
-        p = _mm256_set1_epi64x((long long)v);
+        p = (pg_f8)pg_d4_splat(v, isa);
     }
-    ptrdiff_t i = 0;
-    for (; i + 32 <= nb; i += 32) _mm256_storeu_si256((__m256i *)(d + i), p);
-    if (i < nb) _mm256_storeu_si256((__m256i *)(d + nb - 32), p);
+    pg_fill_bytes((char *)dst, p, nb);
 }
-#define pg_fill(...) (pg_have_avx2() ? pg_fill_avx2(__VA_ARGS__) : pg_fill_base(__VA_ARGS__))
+
+/* a row of n float32 values x, or of n 16-bit values h (the rows' stores below) */
+PG_VEC_INLINE void pg_fill_row_f32(float *d, float x, ptrdiff_t n, int isa)
+{
+    if (n >= 8) pg_fill_bytes((char *)d, pg_f8_splat(x, isa), n * 4);
+    else for (ptrdiff_t i = 0; i < n; i++) d[i] = x;
+}
+
+PG_VEC_INLINE void pg_fill_row_u16(uint16_t *d, uint16_t h, ptrdiff_t n, int isa)
+{
+    if (n >= 16) pg_fill_bytes((char *)d, pg_fill_pat32(h * 0x10001u, isa), n * 2);
+    else for (ptrdiff_t i = 0; i < n; i++) d[i] = h;
+}
+
+static void pg_fill_vec_base(void *dst, const void *value, ptrdiff_t size, ptrdiff_t n)
+{
+    pg_fill_body(dst, value, size, n, PG_ISA_BASE);
+}
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2
+static void pg_fill_avx2(void *dst, const void *value, ptrdiff_t size, ptrdiff_t n)
+{
+    pg_fill_body(dst, value, size, n, PG_ISA_AVX2);
+}
+#define pg_fill(...)                                                                        \
+    (pg_have_avx2() ? pg_fill_avx2(__VA_ARGS__) : pg_fill_vec_base(__VA_ARGS__))
+#else
+#define pg_fill(...) pg_fill_vec_base(__VA_ARGS__)
+#endif
 #else
 #define pg_fill(...) pg_fill_base(__VA_ARGS__)
 #endif
@@ -1229,48 +1342,39 @@ ATTR static void NAME(T *dst, ptrdiff_t xs2, ptrdiff_t n, const T *g0, ptrdiff_t
         for (ptrdiff_t i_ = 0; i_ < (n); i_++) (p)[i_] = (x);                               \
     } while (0)
 
-PG_FILL_ROWS(pg_fill_rows_f32_base, , float, PG_SAME, PG_SAME, PG_FILL_STORE_BASE)
+/* the rows' stores: 32 bytes at a time through the layer, element by element without it */
+#if PG_VEC
+#define PG_FILL_STORE_F32(p, x, n) pg_fill_row_f32(p, x, n, PG_ISA_BASE)
+#define PG_FILL_STORE_U16(p, x, n) pg_fill_row_u16(p, x, n, PG_ISA_BASE)
+#else
+#define PG_FILL_STORE_F32 PG_FILL_STORE_BASE
+#define PG_FILL_STORE_U16 PG_FILL_STORE_BASE
+#endif
+
+PG_FILL_ROWS(pg_fill_rows_f32_base, , float, PG_SAME, PG_SAME, PG_FILL_STORE_F32)
+PG_FILL_ROWS(pg_fill_rows_f16_base, , uint16_t, pg_f16_to_f32, pg_f32_to_f16,
+             PG_FILL_STORE_U16)
+PG_FILL_ROWS(pg_fill_rows_bf16_base, , uint16_t, pg_bf16_to_f32, pg_f32_to_bf16,
+             PG_FILL_STORE_U16)
 
 #if PG_X86_DISPATCH
-/* 32 bytes (L values) a store; a row of L or more ends with one store overlapping the one
- * before */
-#define PG_FILL_STORE_AVX2(p, x, n, L, SET1)                                                \
-    do {                                                                                    \
-        if ((n) >= (L)) {                                                                   \
-            const __m256i v_ = SET1(x);                                                     \
-            ptrdiff_t i_ = 0;                                                               \
-            for (; i_ + (L) <= (n); i_ += (L)) _mm256_storeu_si256((__m256i *)((p) + i_), v_); \
-            if (i_ < (n)) _mm256_storeu_si256((__m256i *)((p) + (n) - (L)), v_);            \
-        } else {                                                                            \
-            for (ptrdiff_t i_ = 0; i_ < (n); i_++) (p)[i_] = (x);                           \
-        }                                                                                   \
-    } while (0)
-#define PG_SET1_F32(x) _mm256_castps_si256(_mm256_set1_ps(x))
-#define PG_SET1_U16(x) _mm256_set1_epi16((short)(x))
-#define PG_FILL_STORE_AVX2_F32(p, x, n) PG_FILL_STORE_AVX2(p, x, n, 8, PG_SET1_F32)
-#define PG_FILL_STORE_AVX2_U16(p, x, n) PG_FILL_STORE_AVX2(p, x, n, 16, PG_SET1_U16)
+/* 32 bytes a store; a row of 32 bytes or more ends with one store overlapping the one
+ * before.  The float16 conversions of one value through F16C */
+#define PG_F16_TO_F32_AVX2(h) pg_f16_to_f32_isa((h), PG_ISA_AVX2)
+#define PG_F32_TO_F16_AVX2(x) pg_f32_to_f16_isa((x), PG_ISA_AVX2)
+#define PG_FILL_STORE_F32_AVX2(p, x, n) pg_fill_row_f32(p, x, n, PG_ISA_AVX2)
+#define PG_FILL_STORE_U16_AVX2(p, x, n) pg_fill_row_u16(p, x, n, PG_ISA_AVX2)
 
 PG_FILL_ROWS(pg_fill_rows_f32_avx2, PG_TARGET_AVX2, float, PG_SAME, PG_SAME,
-             PG_FILL_STORE_AVX2_F32)
+             PG_FILL_STORE_F32_AVX2)
+PG_FILL_ROWS(pg_fill_rows_f16_avx2, PG_TARGET_AVX2_F16C, uint16_t, PG_F16_TO_F32_AVX2,
+             PG_F32_TO_F16_AVX2, PG_FILL_STORE_U16_AVX2)
+PG_FILL_ROWS(pg_fill_rows_bf16_avx2, PG_TARGET_AVX2, uint16_t, pg_bf16_to_f32, pg_f32_to_bf16,
+             PG_FILL_STORE_U16_AVX2)
 #define pg_fill_rows_f32(...)                                                               \
     (pg_have_avx2() ? pg_fill_rows_f32_avx2(__VA_ARGS__) : pg_fill_rows_f32_base(__VA_ARGS__))
 #else
 #define pg_fill_rows_f32(...) pg_fill_rows_f32_base(__VA_ARGS__)
-#endif
-
-PG_FILL_ROWS(pg_fill_rows_f16_base, , uint16_t, pg_f16_to_f32, pg_f32_to_f16,
-             PG_FILL_STORE_BASE)
-PG_FILL_ROWS(pg_fill_rows_bf16_base, , uint16_t, pg_bf16_to_f32, pg_f32_to_bf16,
-             PG_FILL_STORE_BASE)
-
-#if PG_X86_DISPATCH
-#define PG_F16_TO_F32_HW(h) _cvtsh_ss(h)
-#define PG_F32_TO_F16_HW(x) ((uint16_t)_cvtss_sh((x), _MM_FROUND_TO_NEAREST_INT))
-
-PG_FILL_ROWS(pg_fill_rows_f16_avx2, __attribute__((target("avx2,f16c"))), uint16_t,
-             PG_F16_TO_F32_HW, PG_F32_TO_F16_HW, PG_FILL_STORE_AVX2_U16)
-PG_FILL_ROWS(pg_fill_rows_bf16_avx2, PG_TARGET_AVX2, uint16_t, pg_bf16_to_f32, pg_f32_to_bf16,
-             PG_FILL_STORE_AVX2_U16)
 #endif
 
 /* pg_fill_rows_f32's 16-bit twin (bf16: bfloat16, else float16) */
@@ -1306,12 +1410,11 @@ static inline void pg_stream_f64(double *dst, const double *src, ptrdiff_t n)
 static inline void pg_stream_u16(uint16_t *dst, const uint16_t *src, ptrdiff_t n)
 {
     ptrdiff_t j = 0;
-#if PG_HAVE_STREAM
+#if PG_HAVE_STREAM && PG_VEC
     ptrdiff_t head = n, body_end = n;
     PG_LINES(uint16_t, dst, n, head, body_end);
     for (j = 0; j < head; j++) dst[j] = src[j];
-    for (; j < body_end; j += 8)
-        _mm_stream_si128((__m128i *)(dst + j), _mm_loadu_si128((const __m128i *)(src + j)));
+    for (; j < body_end; j += 8) pg_copy16_nt(dst + j, src + j);
 #endif
     for (; j < n; j++) dst[j] = src[j];
 }
@@ -1339,15 +1442,8 @@ static inline void pg_sw_begin(pg_sw *w, void *dst)
 
 static inline void pg_sw_line(char *dst, const unsigned char *src)
 {
-#if PG_HAVE_STREAM
-    __m128i a = _mm_loadu_si128((const __m128i *)src);
-    __m128i b = _mm_loadu_si128((const __m128i *)(src + 16));
-    __m128i c = _mm_loadu_si128((const __m128i *)(src + 32));
-    __m128i d = _mm_loadu_si128((const __m128i *)(src + 48));
-    _mm_stream_si128((__m128i *)dst, a);
-    _mm_stream_si128((__m128i *)(dst + 16), b);
-    _mm_stream_si128((__m128i *)(dst + 32), c);
-    _mm_stream_si128((__m128i *)(dst + 48), d);
+#if PG_HAVE_STREAM && PG_VEC
+    for (int i = 0; i < 64; i += 16) pg_copy16_nt(dst + i, src + i);
 #else
     memcpy(dst, src, 64);
 #endif
@@ -1413,8 +1509,8 @@ typedef struct {
 #define PG_STAGE_MEM(cap) (2 * (cap) + 192)
 
 /* a stage bound for dst, in the PG_STAGE_MEM(cap) bytes at mem.  The buffer is
- * line-aligned and, for cap <= 4032, never crosses a 4 KiB boundary: on the 2-vCPU EPYC the
- * k3s2p1 case took 1.3-4x as long at the workspace offsets that put it across one */
+ * line-aligned and, for cap <= 4032, never crosses a 4 KiB boundary (a buffer across one
+ * made the stage several times slower at some workspace offsets: docs/performance.md) */
 static inline void pg_stage_begin(pg_stage *s, void *dst, void *mem, ptrdiff_t cap)
 {
     uintptr_t b = ((uintptr_t)mem + 63u) & ~(uintptr_t)63u;
@@ -1452,13 +1548,12 @@ ATTR static void NAME(pg_stage *s, int last)                                    
 }
 
 #if PG_X86_DISPATCH
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_stage_line_avx2(char *dst, const char *src)
+/* one line, two 32-byte streaming stores (not a target function itself: clang refuses a
+ * 32-byte vector passed to the layer from AVX code, as pg_vec.h says) */
+PG_VEC_INLINE void pg_stage_line_avx2(char *dst, const char *src)
 {
-    const __m256 a = _mm256_load_ps((const float *)src);
-    const __m256 b = _mm256_load_ps((const float *)(src + 32));
-    _mm256_stream_ps((float *)dst, a);
-    _mm256_stream_ps((float *)(dst + 32), b);
+    pg_f8_stream(dst, pg_f8_load(src), PG_ISA_AVX2);
+    pg_f8_stream(dst + 32, pg_f8_load(src + 32), PG_ISA_AVX2);
 }
 PG_STAGE_FLUSH(pg_stage_flush_avx2, PG_TARGET_AVX2, pg_stage_line_avx2)
 #endif
@@ -1536,8 +1631,7 @@ static inline void pg_vs_begin(pg_vs *v, float *dst, ptrdiff_t n, int nt)
 }
 
 /* the output vector at v->a, from lanes of the vector before and the vector now; nt as
- * at pg_vs_begin, a constant where it is called (a test of it at each store had cost
- * k3s2p1 in the cache 1.35x the time) */
+ * at pg_vs_begin, a constant where it is called (a test of it at every store costs time) */
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
 static inline void pg_vs_put(pg_vs *v, __m256 s, const int nt)
 {
@@ -1610,8 +1704,8 @@ static inline void pg_stage_finish(pg_stage *s)
 /* streaming stores are weakly ordered: fence before other threads may read the data */
 static inline void pg_store_fence(void)
 {
-#if PG_HAVE_STREAM
-    _mm_sfence();
+#if PG_VEC
+    pg_nt_fence();
 #endif
 }
 

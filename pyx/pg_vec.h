@@ -874,6 +874,131 @@ PG_VEC_INLINE void pg_h8_stream(void *p, pg_h8 v)
 #endif
 }
 
+
+/* --- layer for pg_stream.h --- */
+/* four float64 lanes (one AVX2 register; two SSE2 or NEON ones), unaligned load and store
+ * (pg_d4_splat below) */
+typedef double pg_d4 __attribute__((vector_size(32)));
+PG_VEC_INLINE pg_d4 pg_d4_load(const void *p) { pg_d4 v; memcpy(&v, p, 32); return v; }
+PG_VEC_INLINE void pg_d4_store(void *p, pg_d4 v) { memcpy(p, &v, 32); }
+
+/* x in all eight lanes, in the form gcc 12 makes one broadcast of: the bits for AVX2
+ * (VPBROADCASTD; pg_f8_set1 inlined into AVX2 code becomes four inserts), the float
+ * elsewhere (SSE2: one SHUFPS).  The bits are kept, whatever x is */
+PG_VEC_INLINE pg_f8 pg_f8_splat(float x, int isa)
+{
+    if (isa == PG_ISA_AVX2) {
+        uint32_t u;
+        memcpy(&u, &x, 4);
+        return (pg_f8)(pg_u8){u, u, u, u, u, u, u, u};
+    }
+    return pg_f8_set1(x);
+}
+
+/* x in all four lanes, as pg_f8_splat (AVX2: VPBROADCASTQ of the bits) */
+PG_VEC_INLINE pg_d4 pg_d4_splat(double x, int isa)
+{
+    if (isa == PG_ISA_AVX2) {
+        typedef uint64_t pg_q4_ __attribute__((vector_size(32)));
+        uint64_t u;
+        memcpy(&u, &x, 8);
+        return (pg_d4)(pg_q4_){u, u, u, u};
+    }
+    return (pg_d4){x, x, x, x};
+}
+
+/* eight bfloat16 values loaded from p and widened to float32: pg_f8_from_bf16 of a load,
+ * with AVX2's one VPMOVZXWD from memory (gcc 12 makes two 128-bit ones of the generic form) */
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2 static inline void pg_f8_load_bf16_avx2(const void *p, pg_f8 *v)
+{
+    const __m128i h = _mm_loadu_si128((const __m128i *)p);
+    const __m256i x = _mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16);
+    memcpy(v, &x, 32);
+}
+#endif
+
+PG_VEC_INLINE pg_f8 pg_f8_load_bf16(const void *p, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_f8 v;
+        pg_f8_load_bf16_avx2(p, &v);
+        return v;
+    }
+#endif
+    (void)isa;
+    return pg_f8_from_bf16(pg_h8_load(p));
+}
+
+/*
+ * Nontemporal (streaming) stores: the line is written without first being read into the
+ * cache ("read for ownership"), which saves up to half the write traffic of an output far
+ * larger than the cache.  They are weakly ordered: pg_nt_fence() before other threads read
+ * the data.  x86: MOVNTPS (SSE2, 16 bytes) and VMOVNTPS (AVX2, 32 bytes); elsewhere clang's
+ * __builtin_nontemporal_store (aarch64: STNP), else an ordinary store.  The bits stored are
+ * the same either way, only the cache policy differs.
+ */
+#if defined(__SSE2__) || defined(__x86_64__)
+#include <emmintrin.h>
+#define PG_NT_X86 1
+#else
+#define PG_NT_X86 0
+#endif
+#if defined(__has_builtin)
+#if __has_builtin(__builtin_nontemporal_store)
+#define PG_NT_BUILTIN 1
+#endif
+#endif
+
+/* 16 bytes at p, 16-byte aligned */
+PG_VEC_INLINE void pg_f4_stream(void *p, pg_f4 v)
+{
+#if PG_NT_X86
+    _mm_stream_ps((float *)p, (__m128)v);
+#elif defined(PG_NT_BUILTIN)
+    __builtin_nontemporal_store(v, (pg_f4 *)p);
+#else
+    memcpy(p, &v, 16);
+#endif
+}
+
+/* 32 bytes at p: 32-byte aligned for PG_ISA_AVX2 (one store), 16-byte aligned otherwise
+ * (two); the AVX form takes a pointer, as pg_f8_from_f16_f16c does */
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2 static inline void pg_f8_stream_avx2(void *p, const pg_f8 *v)
+{
+    __m256 x;
+    memcpy(&x, v, 32);
+    _mm256_stream_ps((float *)p, x);
+}
+#endif
+
+PG_VEC_INLINE void pg_f8_stream(void *p, pg_f8 v, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_f8_stream_avx2(p, &v);
+        return;
+    }
+#endif
+    (void)isa;
+    pg_f4 lo, hi;
+    memcpy(&lo, &v, 16);
+    memcpy(&hi, (const char *)&v + 16, 16);
+    pg_f4_stream(p, lo);
+    pg_f4_stream((char *)p + 16, hi);
+}
+
+/* the streaming stores made so far ordered before later stores (x86's SFENCE; the other
+ * targets' nontemporal stores are ordered as ordinary ones) */
+PG_VEC_INLINE void pg_nt_fence(void)
+{
+#if PG_NT_X86
+    _mm_sfence();
+#endif
+}
+
 #else
 #define PG_VEC 0
 #endif
