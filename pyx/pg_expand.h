@@ -45,7 +45,7 @@ static inline void NAME(const T *grow, T *e, ptrdiff_t P, ptrdiff_t q0, ptrdiff_
         }                                                                                   \
         return;                                                                             \
     }                                                                                       \
-    if (P == 2 && m[0] >= 1 && m[0] <= 3 && m[1] >= 1 && m[1] <= 3) {                        \
+    if (P == 2 && m[0] >= 1 && m[0] <= 3 && m[1] >= 1 && m[1] <= 3) {                       \
         const T *a = grow + q0 + c[0], *b = grow + q0 + c[1];                              \
         const ptrdiff_t ma = m[0], mb = m[1];                                              \
         if (ma == 1 && mb == 2) {                                                           \
@@ -211,7 +211,7 @@ PG_VEC_INLINE void pg_poly1_block8(const float *a, int64_t M, ptrdiff_t S, float
 PG_VEC_INLINE void pg_poly2_body_f32(const float *a, const float *b, int64_t ma, int64_t mb,
                                      float *dst, ptrdiff_t nq, float k, int isa)
 {
-    const pg_f8 vk = pg_f8_set1(k);
+    const pg_f8 vk = pg_f8_set1_isa(k, isa);
     if (nq < 8) {
         for (ptrdiff_t q = 0; q < nq; q++) {
             float u = a[q], v = b[q];
@@ -227,17 +227,17 @@ PG_VEC_INLINE void pg_poly2_body_f32(const float *a, const float *b, int64_t ma,
 
 /* period 2 with the terms gap >= 8 apart (nq a multiple of gap) */
 PG_VEC_INLINE void pg_poly2s_body_f32(const float *a, const float *b, int64_t ma, int64_t mb,
-                                      ptrdiff_t gap, float *dst, ptrdiff_t nq, float k)
+                                      ptrdiff_t gap, float *dst, ptrdiff_t nq, float k, int isa)
 {
-    const pg_f8 vk = pg_f8_set1(k);
+    const pg_f8 vk = pg_f8_set1_isa(k, isa);
     PG_POLY2_CASES(ma, mb, PG_POLY2S_LOOP)
 }
 
 /* period 1 (stride 1): dst[q] = k * (a[q] + a[q+gap] + ... + a[q+(m-1)*gap]) */
 PG_VEC_INLINE void pg_poly1_body_f32(const float *a, int64_t m, ptrdiff_t gap, float *dst,
-                                     ptrdiff_t nq, float k)
+                                     ptrdiff_t nq, float k, int isa)
 {
-    const pg_f8 vk = pg_f8_set1(k);
+    const pg_f8 vk = pg_f8_set1_isa(k, isa);
     if (nq < 8) {
         for (ptrdiff_t q = 0; q < nq; q++) {
             float v = a[q];
@@ -274,11 +274,20 @@ PG_VEC_INLINE void pg_poly1_body_f64(const double *a, int64_t m, ptrdiff_t gap, 
     }
 }
 
-/* a[0] + a[S] + ... + a[(m-1)*S], four values */
-PG_VEC_INLINE pg_d4 pg_phase4_f64(const double *a, int64_t m, ptrdiff_t S)
+/* a[q] + a[q + 1] (+ a[q + 2]), four values (m 1 to 3) */
+PG_VEC_INLINE pg_d4 pg_phase4_f64(const double *a, int64_t m, ptrdiff_t q)
+{
+    pg_d4 v = pg_d4_load(a + q);
+    if (m >= 2) v = v + pg_d4_load(a + q + 1);
+    if (m >= 3) v = v + pg_d4_load(a + q + 2);
+    return v;
+}
+
+/* a[0] + a[gap] + ... + a[(m-1)*gap], four values */
+PG_VEC_INLINE pg_d4 pg_phase4s_f64(const double *a, int64_t m, ptrdiff_t gap)
 {
     pg_d4 v = pg_d4_load(a);
-    for (int64_t t = 1; t < m; t++) v = v + pg_d4_load(a + t * S);
+    for (int64_t t = 1; t < m; t++) v = v + pg_d4_load(a + t * gap);
     return v;
 }
 
@@ -289,8 +298,7 @@ PG_VEC_INLINE void pg_poly2_body_f64(const double *a, const double *b, int64_t m
     ptrdiff_t q = 0;
     for (; q + 4 <= nq; q += 4) {
         pg_d4 lo, hi;
-        pg_d4_zip(vk * pg_phase4_f64(a + q, ma, 1), vk * pg_phase4_f64(b + q, mb, 1), &lo, &hi,
-                  isa);
+        pg_d4_zip(vk * pg_phase4_f64(a, ma, q), vk * pg_phase4_f64(b, mb, q), &lo, &hi, isa);
         pg_d4_store(dst + 2 * q, lo);
         pg_d4_store(dst + 2 * q + 4, hi);
     }
@@ -311,8 +319,8 @@ PG_VEC_INLINE void pg_poly2s_body_f64(const double *a, const double *b, int64_t 
     for (ptrdiff_t q = 0; q < nq; q += gap) {
         for (ptrdiff_t l = 0;; l += 4) {
             if (l + 4 > gap) l = gap - 4;
-            pg_d4_store(dst + 2 * q + l, vk * pg_phase4_f64(a + q + l, ma, gap));
-            pg_d4_store(dst + 2 * q + gap + l, vk * pg_phase4_f64(b + q + l, mb, gap));
+            pg_d4_store(dst + 2 * q + l, vk * pg_phase4s_f64(a + q + l, ma, gap));
+            pg_d4_store(dst + 2 * q + gap + l, vk * pg_phase4s_f64(b + q + l, mb, gap));
             if (l + 4 >= gap) break;
         }
     }
@@ -336,9 +344,10 @@ PG_VEC_INLINE void pg_poly2s_body_f64(const double *a, const double *b, int64_t 
  */
 PG_VEC_INLINE void pg_lanes_many_body_f32(const float *PG_RESTRICT grow,
                                           float *PG_RESTRICT erow, const int64_t *tap,
-                                          ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, float k)
+                                          ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, float k,
+                                          int isa)
 {
-    const pg_f8 kv = pg_f8_set1(k);
+    const pg_f8 kv = pg_f8_set1_isa(k, isa);
     const float *src[PG_MAX_TAPS];
     for (ptrdiff_t iw = 0; iw < W; iw++) {
         float *PG_RESTRICT dst = erow + iw * L;
@@ -358,12 +367,12 @@ ATTR static void pg_poly2s_##SFX##_f32(const float *a, const float *b, int64_t m
                                        int64_t mb, ptrdiff_t gap, float *dst, ptrdiff_t nq, \
                                        float k)                                             \
 {                                                                                           \
-    pg_poly2s_body_f32(a, b, ma, mb, gap, dst, nq, k);                                      \
+    pg_poly2s_body_f32(a, b, ma, mb, gap, dst, nq, k, ISA);                                 \
 }                                                                                           \
 ATTR static void pg_poly1_##SFX##_f32(const float *a, int64_t m, ptrdiff_t gap, float *dst, \
                                       ptrdiff_t nq, float k)                                \
 {                                                                                           \
-    pg_poly1_body_f32(a, m, gap, dst, nq, k);                                               \
+    pg_poly1_body_f32(a, m, gap, dst, nq, k, ISA);                                          \
 }                                                                                           \
 ATTR static void pg_poly1_##SFX##_f64(const double *a, int64_t m, ptrdiff_t gap,            \
                                       double *dst, ptrdiff_t nq, double k)                  \
@@ -385,7 +394,7 @@ ATTR static void pg_lanes_many_##SFX##_f32(const float *grow, float *erow,      
                                            const int64_t *tap, ptrdiff_t m, ptrdiff_t W,    \
                                            ptrdiff_t L, float k)                            \
 {                                                                                           \
-    pg_lanes_many_body_f32(grow, erow, tap, m, W, L, k);                                    \
+    pg_lanes_many_body_f32(grow, erow, tap, m, W, L, k, ISA);                               \
 }
 
 PG_EXPAND_ISA(base, , PG_ISA_BASE)

@@ -93,7 +93,7 @@ PG_VEC_INLINE pg_f8 pg_plane_get8(const char *p, const pg_tail8 *t, int kind, in
 {
     if (kind == 0) return pg_f8_load_tail((const float *)p, t, isa);
     const pg_h8 h = pg_h8_load_tail((const uint16_t *)p, t, isa);
-    return kind == 2 ? pg_f8_from_f16(h, isa) : pg_f8_from_bf16(h);
+    return kind == 2 ? pg_f8_from_f16(h, isa) : pg_f8_from_bf16_isa(h, isa);
 }
 
 /* eight values stored at o, rounded to the element's format */
@@ -257,9 +257,9 @@ static inline int pg_plane_slides(const pg_plane_args *a, int zused, ptrdiff_t *
  * plane's E row is k times the sum of its M loads at off[h][t] (E rows 16 floats apart) */
 PG_VEC_INLINE void pg_plane_aff_rows(float *PG_RESTRICT e, const float *rows, ptrdiff_t lc,
                                      float kf, const ptrdiff_t (*off)[PG_PLANE_TAPS],
-                                     const int M, const int TWO)
+                                     const int M, const int TWO, int isa)
 {
-    const pg_f8 k = pg_f8_set1(kf);
+    const pg_f8 k = pg_f8_set1_isa(kf, isa);
     ptrdiff_t o[2][PG_PLANE_TAPS];
     for (int h = 0; h < 1 + TWO; h++)
         for (int t = 0; t < M; t++) o[h][t] = off[h][t];
@@ -274,12 +274,12 @@ PG_VEC_INLINE void pg_plane_aff_rows(float *PG_RESTRICT e, const float *rows, pt
 
 PG_VEC_INLINE void pg_plane_aff_body(float *e, const float *rows, ptrdiff_t lc, float k,
                                      const ptrdiff_t (*off)[PG_PLANE_TAPS], ptrdiff_t m,
-                                     int two)
+                                     int two, int isa)
 {
 #define PG_PLANE_AFF(M)                                                                     \
     do {                                                                                    \
-        if (two) pg_plane_aff_rows(e, rows, lc, k, off, M, 1);                              \
-        else pg_plane_aff_rows(e, rows, lc, k, off, M, 0);                                  \
+        if (two) pg_plane_aff_rows(e, rows, lc, k, off, M, 1, isa);                         \
+        else pg_plane_aff_rows(e, rows, lc, k, off, M, 0, isa);                             \
     } while (0)
     switch (m) {
     case 1: PG_PLANE_AFF(1); break;
@@ -294,7 +294,7 @@ PG_VEC_INLINE void pg_plane_aff_body(float *e, const float *rows, ptrdiff_t lc, 
 static void pg_plane_aff_base(float *e, const float *rows, ptrdiff_t lc, float k,
                               const ptrdiff_t (*off)[PG_PLANE_TAPS], ptrdiff_t m, int two)
 {
-    pg_plane_aff_body(e, rows, lc, k, off, m, two);
+    pg_plane_aff_body(e, rows, lc, k, off, m, two, PG_ISA_BASE);
 }
 
 #if PG_X86_DISPATCH
@@ -302,7 +302,7 @@ PG_TARGET_AVX2_F16C
 static void pg_plane_aff_avx2(float *e, const float *rows, ptrdiff_t lc, float k,
                               const ptrdiff_t (*off)[PG_PLANE_TAPS], ptrdiff_t m, int two)
 {
-    pg_plane_aff_body(e, rows, lc, k, off, m, two);
+    pg_plane_aff_body(e, rows, lc, k, off, m, two, PG_ISA_AVX2);
 }
 #endif
 
@@ -352,7 +352,7 @@ PG_VEC_INLINE void pg_plane_erow_perm(const pg_plane_perm *p, float *erow, const
                                       int kind, int HI, int MT, int isa)
 {
     const ptrdiff_t es = kind ? 2 : 4;
-    const pg_f8 k = pg_f8_set1(kf);
+    const pg_f8 k = pg_f8_set1_isa(kf, isa);
     for (ptrdiff_t l = 0; l < lc; l++, r += rstep) {
         pg_f8 lo = pg_plane_get8(r, &p->glo, kind, isa);
         pg_f8 hi = p->shi;

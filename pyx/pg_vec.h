@@ -237,10 +237,11 @@ PG_VEC_INLINE void pg_f8_transpose8(pg_f8 r[8], int isa)
 }
 
 /* --- layer for pg_plane.h, pg_expand.h --- */
-/* AVX2 forms (F16C's helpers' pattern above: functions of their own, pointers) */
+/* AVX2 forms (F16C's helpers' pattern above: functions of their own, pointers); AVX2
+ * alone, so that they inline into PG_TARGET_AVX2 and PG_TARGET_AVX2_F16C code alike */
 #if PG_X86_DISPATCH
-PG_TARGET_AVX2_F16C static inline void pg_f8_blend_avx2(const pg_f8 *a, const pg_f8 *b,
-                                                       const pg_i8 *m, pg_f8 *r)
+PG_TARGET_AVX2 static inline void pg_f8_blend_avx2(const pg_f8 *a, const pg_f8 *b,
+                                                  const pg_i8 *m, pg_f8 *r)
 {
     __m256 x, y, z;
     memcpy(&x, a, 32);
@@ -250,8 +251,7 @@ PG_TARGET_AVX2_F16C static inline void pg_f8_blend_avx2(const pg_f8 *a, const pg
     memcpy(r, &x, 32);
 }
 
-PG_TARGET_AVX2_F16C static inline void pg_f8_permute_avx2(const pg_f8 *v, const pg_i8 *i,
-                                                         pg_f8 *r)
+PG_TARGET_AVX2 static inline void pg_f8_permute_avx2(const pg_f8 *v, const pg_i8 *i, pg_f8 *r)
 {
     __m256 x;
     __m256i j;
@@ -261,15 +261,60 @@ PG_TARGET_AVX2_F16C static inline void pg_f8_permute_avx2(const pg_f8 *v, const 
     memcpy(r, &x, 32);
 }
 
-PG_TARGET_AVX2_F16C static inline void pg_f8_to_bf16_avx2(const pg_f8 *v, pg_h8 *h)
+PG_TARGET_AVX2 static inline void pg_f8_to_bf16_avx2(const pg_f8 *v, pg_h8 *h)
 {
     __m256 x;
     memcpy(&x, v, 32);
     const __m256i q = pg_bf16_round8_avx2(x);
-    const __m128i o = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    const __m128i o = _mm_packus_epi32(_mm256_castsi256_si128(q),
+                                       _mm256_extracti128_si256(q, 1));
     memcpy(h, &o, 16);
 }
 #endif
+
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2 static inline void pg_f8_from_bf16_avx2(const pg_h8 *h, pg_f8 *v)
+{
+    __m128i x;
+    memcpy(&x, h, 16);
+    const __m256i r = _mm256_slli_epi32(_mm256_cvtepu16_epi32(x), 16);
+    memcpy(v, &r, 32);
+}
+
+PG_TARGET_AVX2 static inline void pg_f8_set1_avx2(const float *x, pg_f8 *v)
+{
+    const __m256 r = _mm256_set1_ps(*x);
+    memcpy(v, &r, 32);
+}
+#endif
+
+/* pg_f8_from_bf16 and pg_f8_set1; AVX2 by the intrinsics (gcc 12 makes two 128-bit
+ * widenings, and four inserts, of the generic forms in AVX2 code) */
+PG_VEC_INLINE pg_f8 pg_f8_from_bf16_isa(pg_h8 h, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_f8 v;
+        pg_f8_from_bf16_avx2(&h, &v);
+        return v;
+    }
+#endif
+    (void)isa;
+    return pg_f8_from_bf16(h);
+}
+
+PG_VEC_INLINE pg_f8 pg_f8_set1_isa(float x, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_f8 v;
+        pg_f8_set1_avx2(&x, &v);
+        return v;
+    }
+#endif
+    (void)isa;
+    return pg_f8_set1(x);
+}
 
 /* lanes of b where m is all ones, of a where it is zero (m's lanes: 0 or -1) */
 PG_VEC_INLINE pg_f8 pg_f8_blend(pg_f8 a, pg_f8 b, pg_i8 m, int isa)
@@ -339,8 +384,8 @@ PG_VEC_INLINE pg_tail8 pg_tail8_of(int n)
 }
 
 #if PG_X86_DISPATCH
-PG_TARGET_AVX2_F16C static inline void pg_f8_load_tail_avx2(const float *p, const pg_tail8 *t,
-                                                           pg_f8 *v)
+PG_TARGET_AVX2 static inline void pg_f8_load_tail_avx2(const float *p, const pg_tail8 *t,
+                                                      pg_f8 *v)
 {
     __m256i m;
     memcpy(&m, &t->m, 32);
@@ -348,8 +393,8 @@ PG_TARGET_AVX2_F16C static inline void pg_f8_load_tail_avx2(const float *p, cons
     memcpy(v, &r, 32);
 }
 
-PG_TARGET_AVX2_F16C static inline void pg_h8_load_tail_avx2(const uint16_t *p,
-                                                           const pg_tail8 *t, pg_h8 *h)
+PG_TARGET_AVX2 static inline void pg_h8_load_tail_avx2(const uint16_t *p, const pg_tail8 *t,
+                                                      pg_h8 *h)
 {
     __m128i m;
     memcpy(&m, &t->pairs, 16);
