@@ -22,13 +22,7 @@
 #include <stdint.h>
 
 #include "pg_cpu.h"
-
-#if defined(__SSE2__) || defined(_M_X64) || (defined(_M_IX86_FP) && _M_IX86_FP >= 2)
-#include <emmintrin.h>
-#define PG_EXPAND_SSE2 1
-#else
-#define PG_EXPAND_SSE2 0
-#endif
+#include "pg_vec.h"
 
 #define PG_PHASE_SUM(T, a, m, q)                                              \
     ((m) == 1 ? (a)[q] : (m) == 2 ? (T)((a)[q] + (a)[(q) + 1])                 \
@@ -51,7 +45,7 @@ static inline void NAME(const T *grow, T *e, ptrdiff_t P, ptrdiff_t q0, ptrdiff_
         }                                                                                   \
         return;                                                                             \
     }                                                                                       \
-    if (P == 2 && m[0] >= 1 && m[0] <= 3 && m[1] >= 1 && m[1] <= 3) {                        \
+    if (P == 2 && m[0] >= 1 && m[0] <= 3 && m[1] >= 1 && m[1] <= 3) {                       \
         const T *a = grow + q0 + c[0], *b = grow + q0 + c[1];                              \
         const ptrdiff_t ma = m[0], mb = m[1];                                              \
         if (ma == 1 && mb == 2) {                                                           \
@@ -97,102 +91,92 @@ PG_DEFINE_EXPAND_POLY(float, pg_expand_poly_generic_f32)
 PG_DEFINE_EXPAND_POLY(double, pg_expand_poly_generic_f64)
 
 /*
- * Period 2 (stride 2, the common case) in float32: the two phases are summed several
- * columns at a time and interleaved with unpack instructions, where the generic loop above
- * stores one value at a time.  The adds are the same, in the same order, so are the bits
- * (SSE2 and AVX2 builds alike, see pg_cpu.h).
+ * The interiors of periods 1 and 2, several columns at a time through the vector layer
+ * (pg_vec.h): each value's terms summed in a register in the generic loop's order, then
+ * multiplied by k, so the same bits.  Each body below is built for AVX2 and for the
+ * baseline (SSE2, NEON: PG_EXPAND_ISA); pg_expand_poly_f32/_f64 pick one.
  */
 static inline int pg_poly2_ok(ptrdiff_t P, const int64_t *m)
 {
     return P == 2 && m[0] >= 1 && m[0] <= 3 && m[1] >= 1 && m[1] <= 3;
 }
 
-static inline void pg_poly2_tail_f32(const float *a, const float *b, int64_t ma, int64_t mb,
-                                     float *dst, ptrdiff_t q, ptrdiff_t nq, float k)
-{
-    for (; q < nq; q++) {
-        dst[2 * q] = k * PG_PHASE_SUM(float, a, ma, q);
-        dst[2 * q + 1] = k * PG_PHASE_SUM(float, b, mb, q);
-    }
-}
-
-#if PG_EXPAND_SSE2
-static void pg_poly2_sse2_f32(const float *a, const float *b, int64_t ma, int64_t mb,
-                              float *dst, ptrdiff_t nq, float k)
-{
-    const __m128 vk = _mm_set1_ps(k);
-    ptrdiff_t q = 0;
-    for (; q + 4 <= nq; q += 4) {
-        __m128 va = _mm_loadu_ps(a + q), vb = _mm_loadu_ps(b + q);
-        if (ma >= 2) va = _mm_add_ps(va, _mm_loadu_ps(a + q + 1));
-        if (ma >= 3) va = _mm_add_ps(va, _mm_loadu_ps(a + q + 2));
-        if (mb >= 2) vb = _mm_add_ps(vb, _mm_loadu_ps(b + q + 1));
-        if (mb >= 3) vb = _mm_add_ps(vb, _mm_loadu_ps(b + q + 2));
-        va = _mm_mul_ps(vk, va);
-        vb = _mm_mul_ps(vk, vb);
-        _mm_storeu_ps(dst + 2 * q, _mm_unpacklo_ps(va, vb));
-        _mm_storeu_ps(dst + 2 * q + 4, _mm_unpackhi_ps(va, vb));
-    }
-    pg_poly2_tail_f32(a, b, ma, mb, dst, q, nq, k);
-}
-#endif
-
-/* the most terms a phase of the AVX2 interior loops (periods 1 and 2): the polyphase form
- * (_plan.polyphase) is made for at most this many */
+/* the most terms a phase of the vector interior loops (periods 1 and 2): the polyphase
+ * form (_plan.polyphase) is made for at most this many */
 #define PG_POLY_MAX_M 16
 
+/* period 2 in the vector loops (float32; the name is older than the baseline copies) */
 static inline int pg_poly2_avx2_ok(ptrdiff_t P, const int64_t *m)
 {
     return P == 2 && m[0] >= 1 && m[0] <= PG_POLY_MAX_M && m[1] >= 1 && m[1] <= PG_POLY_MAX_M;
 }
 
-#if PG_X86_DISPATCH
-/* a[q] + a[q+S] + ... + a[q+(M-1)*S], eight columns, added left to right (M a constant
- * where the caller's is: then the loops unroll; else four terms an iteration) */
-#define PG_PHASE_SUM8_S(v, a, M, Q, S)                                                      \
-    {                                                                                       \
-        const float *a_ = (a) + (Q);                                                        \
-        int64_t t_ = 1;                                                                     \
-        v = _mm256_loadu_ps(a_);                                                            \
-        for (; t_ + 4 <= (M); t_ += 4) {                                                    \
-            v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + t_ * (S)));                           \
-            v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + (t_ + 1) * (S)));                     \
-            v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + (t_ + 2) * (S)));                     \
-            v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + (t_ + 3) * (S)));                     \
-        }                                                                                   \
-        for (; t_ < (M); t_++) v = _mm256_add_ps(v, _mm256_loadu_ps(a_ + t_ * (S)));        \
+#if PG_VEC
+/* a[0] + a[S] + ... + a[(M-1)*S], eight columns, added left to right (M a constant where
+ * the caller's is: then the loops unroll; else four terms an iteration) */
+PG_VEC_INLINE pg_f8 pg_phase8(const float *a, int64_t M, ptrdiff_t S)
+{
+    pg_f8 v = pg_f8_load(a);
+    int64_t t = 1;
+    for (; t + 4 <= M; t += 4) {
+        v = v + pg_f8_load(a + t * S);
+        v = v + pg_f8_load(a + (t + 1) * S);
+        v = v + pg_f8_load(a + (t + 2) * S);
+        v = v + pg_f8_load(a + (t + 3) * S);
     }
-#define PG_PHASE_SUM8(v, a, M, Q) PG_PHASE_SUM8_S(v, a, M, Q, 1)
+    for (; t < M; t++) v = v + pg_f8_load(a + t * S);
+    return v;
+}
 
-/* one loop per pair of term counts (constants, so no tests inside the loop), nq >= 8 */
-#define PG_POLY2_AVX2_BLOCK(MA, MB, Q)                                                      \
-    {                                                                                       \
-        const ptrdiff_t q_ = (Q);                                                           \
-        __m256 va, vb;                                                                      \
-        PG_PHASE_SUM8(va, a, MA, q_)                                                        \
-        PG_PHASE_SUM8(vb, b, MB, q_)                                                        \
-        va = _mm256_mul_ps(vk, va);                                                         \
-        vb = _mm256_mul_ps(vk, vb);                                                         \
-        __m256 lo = _mm256_unpacklo_ps(va, vb), hi = _mm256_unpackhi_ps(va, vb);            \
-        _mm256_storeu_ps(dst + 2 * q_, _mm256_permute2f128_ps(lo, hi, 0x20));               \
-        _mm256_storeu_ps(dst + 2 * q_ + 8, _mm256_permute2f128_ps(lo, hi, 0x31));           \
-    }
-#define PG_POLY2_AVX2_LOOP(MA, MB) PG_FOR8_OVERLAP(q, nq, PG_POLY2_AVX2_BLOCK(MA, MB, q))
-/* the same with the terms gap apart (merged channels-last lanes, gap >= 8): for each group
- * of gap values, eight lanes at a time (the last eight overlapping where gap is not a
- * multiple of 8), phase 0's block, then phase 1's */
-#define PG_POLY2S_AVX2_BLOCK(MA, MB, G, L)                                                  \
-    {                                                                                       \
-        const ptrdiff_t i_ = (G) + (L);                                                     \
-        __m256 va, vb;                                                                      \
-        PG_PHASE_SUM8_S(va, a, MA, i_, gap)                                                 \
-        PG_PHASE_SUM8_S(vb, b, MB, i_, gap)                                                 \
-        _mm256_storeu_ps(dst + (G) + i_, _mm256_mul_ps(vk, va));                            \
-        _mm256_storeu_ps(dst + (G) + gap + i_, _mm256_mul_ps(vk, vb));                      \
-    }
-#define PG_POLY2S_AVX2_LOOP(MA, MB)                                                         \
+/* The blocks of the loops, eight columns or lanes from q on.  They take k as a pointer to
+ * eight copies (vk, which pg_item.h's AVX2 E rows also hold): a vector may not be passed
+ * by value from an AVX2 function to a plain one. */
+/* period 2: the phases a (MA terms) and b (MB) interleaved, a0 b0 a1 b1 ... */
+PG_VEC_INLINE void pg_poly2_block8(const float *a, const float *b, int64_t MA, int64_t MB,
+                                   float *dst, ptrdiff_t q, const void *vk, int isa)
+{
+    const pg_f8 k = pg_f8_load(vk);
+    pg_f8 lo, hi;
+    pg_f8_zip(k * pg_phase8(a + q, MA, 1), k * pg_phase8(b + q, MB, 1), &lo, &hi, isa);
+    pg_f8_store(dst + 2 * q, lo);
+    pg_f8_store(dst + 2 * q + 8, hi);
+}
+
+/* period 2 with the terms gap apart (merged channels-last lanes): lanes i of the group of
+ * gap values at g, phase 0's block at dst + 2g, then phase 1's */
+PG_VEC_INLINE void pg_poly2s_block8(const float *a, const float *b, int64_t MA, int64_t MB,
+                                    ptrdiff_t gap, float *dst, ptrdiff_t g, ptrdiff_t i,
+                                    const void *vk)
+{
+    const pg_f8 k = pg_f8_load(vk);
+    pg_f8_store(dst + g + (g + i), k * pg_phase8(a + g + i, MA, gap));
+    pg_f8_store(dst + g + gap + (g + i), k * pg_phase8(b + g + i, MB, gap));
+}
+
+/* period 1, the terms S apart (1, or gap for merged lanes) */
+PG_VEC_INLINE void pg_poly1_block8(const float *a, int64_t M, ptrdiff_t S, float *dst,
+                                   ptrdiff_t q, const void *vk)
+{
+    pg_f8_store(dst + q, pg_f8_load(vk) * pg_phase8(a + q, M, S));
+}
+
+/* the loops of the blocks over a row (nq >= 8; a, b, dst, nq, gap and vk in scope) */
+#define PG_POLY2_LOOP(MA, MB, ISA)                                                          \
+    PG_FOR8_OVERLAP(q, nq, pg_poly2_block8(a, b, MA, MB, dst, q, &vk, ISA);)
+/* for each group of gap values (gap >= 8), eight lanes at a time, the last eight
+ * overlapping where gap is not a multiple of 8 */
+#define PG_POLY2S_LOOP(MA, MB)                                                              \
     for (ptrdiff_t g_ = 0; g_ < nq; g_ += gap)                                              \
-        PG_FOR8_OVERLAP(l_, gap, PG_POLY2S_AVX2_BLOCK(MA, MB, g_, l_))
+        PG_FOR8_OVERLAP(l_, gap, pg_poly2s_block8(a, b, MA, MB, gap, dst, g_, l_, &vk);)
+#define PG_POLY1_LOOP(M) PG_FOR8_OVERLAP(q, nq, pg_poly1_block8(a, M, 1, dst, q, &vk);)
+#define PG_POLY1S_LOOP(M) PG_FOR8_OVERLAP(q, nq, pg_poly1_block8(a, M, gap, dst, q, &vk);)
+/* the names pg_item.h's AVX2 E rows use */
+#define PG_POLY2_AVX2_LOOP(MA, MB) PG_POLY2_LOOP(MA, MB, PG_ISA_AVX2)
+#define PG_POLY2S_AVX2_LOOP PG_POLY2S_LOOP
+#define PG_POLY1_AVX2_LOOP PG_POLY1_LOOP
+#define PG_POLY1S_AVX2_LOOP PG_POLY1S_LOOP
+/* (in the bodies: the instantiation's isa) */
+#define PG_POLY2_ISA_LOOP(MA, MB) PG_POLY2_LOOP(MA, MB, isa)
 
 /* LOOP(MA, MB) for the phases' term counts ma, mb (pg_poly2_avx2_ok): 1 to 4 as constants
  * (kernels up to 8 at stride 2), more as they are */
@@ -213,51 +197,6 @@ static inline int pg_poly2_avx2_ok(ptrdiff_t P, const int64_t *m)
     default: LOOP((ma), (mb)) break;                                                        \
     }
 
-PG_TARGET_AVX2
-static void pg_poly2_avx2_f32(const float *a, const float *b, int64_t ma, int64_t mb,
-                              float *dst, ptrdiff_t nq, float k)
-{
-    const __m256 vk = _mm256_set1_ps(k);
-    if (nq < 8) {
-        for (ptrdiff_t q = 0; q < nq; q++) {
-            float u = a[q], v = b[q];
-            for (int64_t t = 1; t < ma; t++) u = u + a[q + t];
-            for (int64_t t = 1; t < mb; t++) v = v + b[q + t];
-            dst[2 * q] = k * u;
-            dst[2 * q + 1] = k * v;
-        }
-        return;
-    }
-    PG_POLY2_CASES(ma, mb, PG_POLY2_AVX2_LOOP)
-}
-
-/* period 2 with the terms gap >= 8 apart (nq a multiple of gap) */
-PG_TARGET_AVX2
-static void pg_poly2s_avx2_f32(const float *a, const float *b, int64_t ma, int64_t mb,
-                               ptrdiff_t gap, float *dst, ptrdiff_t nq, float k)
-{
-    const __m256 vk = _mm256_set1_ps(k);
-    PG_POLY2_CASES(ma, mb, PG_POLY2S_AVX2_LOOP)
-}
-
-/*
- * Period 1 (stride 1): dst[q] = k * (a[q] + a[q+1] + ... + a[q+m-1]), added left to right
- * as the generic loop does (so the same bits), eight columns at a time.  Before it, stride
- * 1 went through the generic loop, built without AVX, and called from the AVX2 item: on
- * the 2-vCPU EPYC that call cost k3s1p1 32x64x56x56 float32 28 ms a call, against 8 ms for
- * W = 55, as if each switch between the two encodings stalled.
- */
-#define PG_POLY1_AVX2_BLOCK(M, Q, S)                                                        \
-    {                                                                                       \
-        const ptrdiff_t q_ = (Q);                                                           \
-        __m256 v;                                                                           \
-        PG_PHASE_SUM8_S(v, a, M, q_, S)                                                     \
-        _mm256_storeu_ps(dst + q_, _mm256_mul_ps(vk, v));                                   \
-    }
-#define PG_POLY1_AVX2_LOOP(M) PG_FOR8_OVERLAP(q, nq, PG_POLY1_AVX2_BLOCK(M, q, 1))
-/* the same with the terms gap apart (merged channels-last lanes) */
-#define PG_POLY1S_AVX2_LOOP(M) PG_FOR8_OVERLAP(q, nq, PG_POLY1_AVX2_BLOCK(M, q, gap))
-
 /* LOOP(M) for a period-1 interior's term count m: 1 to 8 as constants (kernels up to 8
  * at stride 1), more as it is */
 #define PG_POLY1_CASES(m, LOOP)                                                             \
@@ -268,11 +207,37 @@ static void pg_poly2s_avx2_f32(const float *a, const float *b, int64_t ma, int64
     default: PG_CASES_4_TO_8(m, LOOP) break;                                                \
     }
 
-PG_TARGET_AVX2
-static void pg_poly1_avx2_f32(const float *a, int64_t m, ptrdiff_t gap, float *dst,
-                              ptrdiff_t nq, float k)
+/* period 2, gap 1: dst[2q] = k * (phase a's terms), dst[2q + 1] = k * (phase b's) */
+PG_VEC_INLINE void pg_poly2_body_f32(const float *a, const float *b, int64_t ma, int64_t mb,
+                                     float *dst, ptrdiff_t nq, float k, int isa)
 {
-    const __m256 vk = _mm256_set1_ps(k);
+    const pg_f8 vk = pg_f8_set1_isa(k, isa);
+    if (nq < 8) {
+        for (ptrdiff_t q = 0; q < nq; q++) {
+            float u = a[q], v = b[q];
+            for (int64_t t = 1; t < ma; t++) u = u + a[q + t];
+            for (int64_t t = 1; t < mb; t++) v = v + b[q + t];
+            dst[2 * q] = k * u;
+            dst[2 * q + 1] = k * v;
+        }
+        return;
+    }
+    PG_POLY2_CASES(ma, mb, PG_POLY2_ISA_LOOP)
+}
+
+/* period 2 with the terms gap >= 8 apart (nq a multiple of gap) */
+PG_VEC_INLINE void pg_poly2s_body_f32(const float *a, const float *b, int64_t ma, int64_t mb,
+                                      ptrdiff_t gap, float *dst, ptrdiff_t nq, float k, int isa)
+{
+    const pg_f8 vk = pg_f8_set1_isa(k, isa);
+    PG_POLY2_CASES(ma, mb, PG_POLY2S_LOOP)
+}
+
+/* period 1 (stride 1): dst[q] = k * (a[q] + a[q+gap] + ... + a[q+(m-1)*gap]) */
+PG_VEC_INLINE void pg_poly1_body_f32(const float *a, int64_t m, ptrdiff_t gap, float *dst,
+                                     ptrdiff_t nq, float k, int isa)
+{
+    const pg_f8 vk = pg_f8_set1_isa(k, isa);
     if (nq < 8) {
         for (ptrdiff_t q = 0; q < nq; q++) {
             float v = a[q];
@@ -282,59 +247,25 @@ static void pg_poly1_avx2_f32(const float *a, int64_t m, ptrdiff_t gap, float *d
         return;
     }
     if (gap == 1)
-        PG_POLY1_CASES(m, PG_POLY1_AVX2_LOOP)
+        PG_POLY1_CASES(m, PG_POLY1_LOOP)
     else
-        PG_POLY1_CASES(m, PG_POLY1S_AVX2_LOOP)
-}
-#endif
-
-static inline void pg_expand_poly_f32(const float *grow, float *e, ptrdiff_t P, ptrdiff_t q0,
-                                      ptrdiff_t nq, const int64_t *c, const int64_t *m,
-                                      ptrdiff_t gap, float *tmp, float k)
-{
-#if PG_X86_DISPATCH
-    if (P == 1 && m[0] >= 1 && pg_have_avx2()) {
-        pg_poly1_avx2_f32(grow + q0 + c[0], m[0], gap, e + q0, nq, k);
-        return;
-    }
-    if (pg_poly2_avx2_ok(P, m) && gap >= 8 && pg_have_avx2()) {
-        pg_poly2s_avx2_f32(grow + q0 + c[0], grow + q0 + c[1], m[0], m[1], gap, e + 2 * q0,
-                           nq, k);
-        return;
-    }
-    if (pg_poly2_avx2_ok(P, m) && gap == 1 && pg_have_avx2()) {
-        pg_poly2_avx2_f32(grow + q0 + c[0], grow + q0 + c[1], m[0], m[1], e + 2 * q0, nq, k);
-        return;
-    }
-#endif
-#if PG_EXPAND_SSE2
-    if (pg_poly2_ok(P, m) && gap == 1) {
-        pg_poly2_sse2_f32(grow + q0 + c[0], grow + q0 + c[1], m[0], m[1], e + 2 * q0, nq, k);
-        return;
-    }
-#endif
-    pg_expand_poly_generic_f32(grow, e, P, q0, nq, c, m, gap, tmp, k);
+        PG_POLY1_CASES(m, PG_POLY1S_LOOP)
 }
 
-#if PG_X86_DISPATCH
 /*
- * Float64 interiors four values at a time, each value's terms summed in a register in the
- * generic loop's order (so the same bits): period 1, terms gap apart, where the generic
- * loop makes a pass over the row per term; period 2 at gap 1 with 1 to 3 terms a phase,
- * the phases interleaved (a0 b0 a1 b1 ...).  With them and the one-pass row sums
- * (pg_stream.h's pg_combine_avx2_f64), float64 NCHW k7s1p3 at 112 x 112 took 56 ms a call
- * on one thread of the 2-vCPU EPYC, against 87 ms with the generic loops.
+ * Float64, four values at a time: period 1, terms gap apart, where the generic loop makes
+ * a pass over the row per term; period 2 at gap 1 with 1 to 3 terms a phase, the phases
+ * interleaved (a0 b0 a1 b1 ...); period 2 with the terms gap >= 4 apart.
  */
-PG_TARGET_AVX2
-static void pg_poly1_avx2_f64(const double *a, int64_t m, ptrdiff_t gap, double *dst,
-                              ptrdiff_t nq, double k)
+PG_VEC_INLINE void pg_poly1_body_f64(const double *a, int64_t m, ptrdiff_t gap, double *dst,
+                                     ptrdiff_t nq, double k)
 {
-    const __m256d vk = _mm256_set1_pd(k);
+    const pg_d4 vk = pg_d4_set1(k);
     ptrdiff_t q = 0;
     for (; q + 4 <= nq; q += 4) {
-        __m256d v = _mm256_loadu_pd(a + q);
-        for (int64_t t = 1; t < m; t++) v = _mm256_add_pd(v, _mm256_loadu_pd(a + q + t * gap));
-        _mm256_storeu_pd(dst + q, _mm256_mul_pd(vk, v));
+        pg_d4 v = pg_d4_load(a + q);
+        for (int64_t t = 1; t < m; t++) v = v + pg_d4_load(a + q + t * gap);
+        pg_d4_store(dst + q, vk * v);
     }
     for (; q < nq; q++) {
         double v = a[q];
@@ -343,28 +274,33 @@ static void pg_poly1_avx2_f64(const double *a, int64_t m, ptrdiff_t gap, double 
     }
 }
 
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline __m256d pg_phase4_f64(const double *a, int64_t m, ptrdiff_t q)
+/* a[q] + a[q + 1] (+ a[q + 2]), four values (m 1 to 3) */
+PG_VEC_INLINE pg_d4 pg_phase4_f64(const double *a, int64_t m, ptrdiff_t q)
 {
-    __m256d v = _mm256_loadu_pd(a + q);
-    if (m >= 2) v = _mm256_add_pd(v, _mm256_loadu_pd(a + q + 1));
-    if (m >= 3) v = _mm256_add_pd(v, _mm256_loadu_pd(a + q + 2));
+    pg_d4 v = pg_d4_load(a + q);
+    if (m >= 2) v = v + pg_d4_load(a + q + 1);
+    if (m >= 3) v = v + pg_d4_load(a + q + 2);
     return v;
 }
 
-PG_TARGET_AVX2
-static void pg_poly2_avx2_f64(const double *a, const double *b, int64_t ma, int64_t mb,
-                              double *dst, ptrdiff_t nq, double k)
+/* a[0] + a[gap] + ... + a[(m-1)*gap], four values */
+PG_VEC_INLINE pg_d4 pg_phase4s_f64(const double *a, int64_t m, ptrdiff_t gap)
 {
-    const __m256d vk = _mm256_set1_pd(k);
+    pg_d4 v = pg_d4_load(a);
+    for (int64_t t = 1; t < m; t++) v = v + pg_d4_load(a + t * gap);
+    return v;
+}
+
+PG_VEC_INLINE void pg_poly2_body_f64(const double *a, const double *b, int64_t ma, int64_t mb,
+                                     double *dst, ptrdiff_t nq, double k, int isa)
+{
+    const pg_d4 vk = pg_d4_set1(k);
     ptrdiff_t q = 0;
     for (; q + 4 <= nq; q += 4) {
-        const __m256d va = _mm256_mul_pd(vk, pg_phase4_f64(a, ma, q));
-        const __m256d vb = _mm256_mul_pd(vk, pg_phase4_f64(b, mb, q));
-        const __m256d lo = _mm256_unpacklo_pd(va, vb);   /* a0 b0 a2 b2 */
-        const __m256d hi = _mm256_unpackhi_pd(va, vb);   /* a1 b1 a3 b3 */
-        _mm256_storeu_pd(dst + 2 * q, _mm256_permute2f128_pd(lo, hi, 0x20));
-        _mm256_storeu_pd(dst + 2 * q + 4, _mm256_permute2f128_pd(lo, hi, 0x31));
+        pg_d4 lo, hi;
+        pg_d4_zip(vk * pg_phase4_f64(a, ma, q), vk * pg_phase4_f64(b, mb, q), &lo, &hi, isa);
+        pg_d4_store(dst + 2 * q, lo);
+        pg_d4_store(dst + 2 * q + 4, hi);
     }
     for (; q < nq; q++) {
         dst[2 * q] = k * PG_PHASE_SUM(double, a, ma, q);
@@ -372,55 +308,141 @@ static void pg_poly2_avx2_f64(const double *a, const double *b, int64_t ma, int6
     }
 }
 
-/* period 2 with the terms gap >= 4 apart (merged channels-last lanes; nq a multiple of
- * gap; each phase at least one term): each group of gap values is phase 0's block at
- * dst + 2q, then phase 1's, each block four values at a time, the last four overlapping
- * the ones before where gap is not a multiple of four (the same values).  Float64 merged
- * rows, k3s2p1 at 112 x 112, C = 8 and 12, 2 threads of the 2-vCPU EPYC: 9.05 and 10.84 ms,
- * against 14.17 and 12.96 ms through their tap tables (channels-last / NCHW 1.06 and 1.01,
- * was 1.17 and 1.19) */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline __m256d pg_phase4s_f64(const double *a, int64_t m, ptrdiff_t gap)
+/* gap >= 4, nq a multiple of gap, each phase at least one term: each group of gap values
+ * is phase 0's block at dst + 2q, then phase 1's, four values at a time, the last four
+ * overlapping the ones before where gap is not a multiple of four (the same values) */
+PG_VEC_INLINE void pg_poly2s_body_f64(const double *a, const double *b, int64_t ma,
+                                      int64_t mb, ptrdiff_t gap, double *dst, ptrdiff_t nq,
+                                      double k)
 {
-    __m256d v = _mm256_loadu_pd(a);
-    for (int64_t t = 1; t < m; t++) v = _mm256_add_pd(v, _mm256_loadu_pd(a + t * gap));
-    return v;
-}
-
-PG_TARGET_AVX2
-static void pg_poly2s_avx2_f64(const double *a, const double *b, int64_t ma, int64_t mb,
-                               ptrdiff_t gap, double *dst, ptrdiff_t nq, double k)
-{
-    const __m256d vk = _mm256_set1_pd(k);
+    const pg_d4 vk = pg_d4_set1(k);
     for (ptrdiff_t q = 0; q < nq; q += gap) {
         for (ptrdiff_t l = 0;; l += 4) {
             if (l + 4 > gap) l = gap - 4;
-            _mm256_storeu_pd(dst + 2 * q + l,
-                             _mm256_mul_pd(vk, pg_phase4s_f64(a + q + l, ma, gap)));
-            _mm256_storeu_pd(dst + 2 * q + gap + l,
-                             _mm256_mul_pd(vk, pg_phase4s_f64(b + q + l, mb, gap)));
+            pg_d4_store(dst + 2 * q + l, vk * pg_phase4s_f64(a + q + l, ma, gap));
+            pg_d4_store(dst + 2 * q + gap + l, vk * pg_phase4s_f64(b + q + l, mb, gap));
             if (l + 4 >= gap) break;
         }
     }
 }
+
+/* M terms of lanes l .. l+7 of a column, summed in registers left to right */
+#define PG_LANES_SUM8(M, l)                                                                 \
+    {                                                                                       \
+        pg_f8 v_ = pg_f8_load(src[0] + (l));                                                \
+        for (ptrdiff_t r_ = 1; r_ < (M); r_++) v_ = v_ + pg_f8_load(src[r_] + (l));         \
+        pg_f8_store(dst + (l), kv * v_);                                                    \
+    }
+#define PG_LANES_MANY_COLUMN(M) PG_FOR8_OVERLAP(l, L, PG_LANES_SUM8(M, l))
+
+/*
+ * The W expansion with lanes (below), four or more taps a column (windows of 4 or more at
+ * stride 1, of 7 or more at stride 2) and at least eight lanes: each block of eight lanes
+ * summed in registers, the last eight again where L is not a multiple of eight (erow is
+ * not grow), in place of a pass over the column for every term; 4 to 8 taps as
+ * constants.  The same sums, left to right.
+ */
+PG_VEC_INLINE void pg_lanes_many_body_f32(const float *PG_RESTRICT grow,
+                                          float *PG_RESTRICT erow, const int64_t *tap,
+                                          ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, float k,
+                                          int isa)
+{
+    const pg_f8 kv = pg_f8_set1_isa(k, isa);
+    const float *src[PG_MAX_TAPS];
+    for (ptrdiff_t iw = 0; iw < W; iw++) {
+        float *PG_RESTRICT dst = erow + iw * L;
+        for (ptrdiff_t r = 0; r < m; r++) src[r] = grow + tap[iw * m + r] * L;
+        PG_CASES_4_TO_8(m, PG_LANES_MANY_COLUMN)
+    }
+}
+
+/* one copy of each body per instruction set */
+#define PG_EXPAND_ISA(SFX, ATTR, ISA)                                                       \
+ATTR static void pg_poly2_##SFX##_f32(const float *a, const float *b, int64_t ma, int64_t mb, \
+                                      float *dst, ptrdiff_t nq, float k)                    \
+{                                                                                           \
+    pg_poly2_body_f32(a, b, ma, mb, dst, nq, k, ISA);                                       \
+}                                                                                           \
+ATTR static void pg_poly2s_##SFX##_f32(const float *a, const float *b, int64_t ma,          \
+                                       int64_t mb, ptrdiff_t gap, float *dst, ptrdiff_t nq, \
+                                       float k)                                             \
+{                                                                                           \
+    pg_poly2s_body_f32(a, b, ma, mb, gap, dst, nq, k, ISA);                                 \
+}                                                                                           \
+ATTR static void pg_poly1_##SFX##_f32(const float *a, int64_t m, ptrdiff_t gap, float *dst, \
+                                      ptrdiff_t nq, float k)                                \
+{                                                                                           \
+    pg_poly1_body_f32(a, m, gap, dst, nq, k, ISA);                                          \
+}                                                                                           \
+ATTR static void pg_poly1_##SFX##_f64(const double *a, int64_t m, ptrdiff_t gap,            \
+                                      double *dst, ptrdiff_t nq, double k)                  \
+{                                                                                           \
+    pg_poly1_body_f64(a, m, gap, dst, nq, k);                                               \
+}                                                                                           \
+ATTR static void pg_poly2_##SFX##_f64(const double *a, const double *b, int64_t ma,         \
+                                      int64_t mb, double *dst, ptrdiff_t nq, double k)      \
+{                                                                                           \
+    pg_poly2_body_f64(a, b, ma, mb, dst, nq, k, ISA);                                       \
+}                                                                                           \
+ATTR static void pg_poly2s_##SFX##_f64(const double *a, const double *b, int64_t ma,        \
+                                       int64_t mb, ptrdiff_t gap, double *dst,              \
+                                       ptrdiff_t nq, double k)                              \
+{                                                                                           \
+    pg_poly2s_body_f64(a, b, ma, mb, gap, dst, nq, k);                                      \
+}                                                                                           \
+ATTR static void pg_lanes_many_##SFX##_f32(const float *grow, float *erow,                  \
+                                           const int64_t *tap, ptrdiff_t m, ptrdiff_t W,    \
+                                           ptrdiff_t L, float k)                            \
+{                                                                                           \
+    pg_lanes_many_body_f32(grow, erow, tap, m, W, L, k, ISA);                               \
+}
+
+PG_EXPAND_ISA(base, , PG_ISA_BASE)
+#if PG_X86_DISPATCH
+PG_EXPAND_ISA(avx2, PG_TARGET_AVX2, PG_ISA_AVX2)
 #endif
+#endif
+
+static inline void pg_expand_poly_f32(const float *grow, float *e, ptrdiff_t P, ptrdiff_t q0,
+                                      ptrdiff_t nq, const int64_t *c, const int64_t *m,
+                                      ptrdiff_t gap, float *tmp, float k)
+{
+#if PG_VEC
+    if (P == 1 && m[0] >= 1) {
+        PG_PICK(pg_poly1, f32, grow + q0 + c[0], m[0], gap, e + q0, nq, k);
+        return;
+    }
+    if (pg_poly2_avx2_ok(P, m) && gap >= 8) {
+        PG_PICK(pg_poly2s, f32, grow + q0 + c[0], grow + q0 + c[1], m[0], m[1], gap,
+                e + 2 * q0, nq, k);
+        return;
+    }
+    if (pg_poly2_avx2_ok(P, m) && gap == 1) {
+        PG_PICK(pg_poly2, f32, grow + q0 + c[0], grow + q0 + c[1], m[0], m[1], e + 2 * q0,
+                nq, k);
+        return;
+    }
+#endif
+    pg_expand_poly_generic_f32(grow, e, P, q0, nq, c, m, gap, tmp, k);
+}
 
 static inline void pg_expand_poly_f64(const double *grow, double *e, ptrdiff_t P,
                                       ptrdiff_t q0, ptrdiff_t nq, const int64_t *c,
                                       const int64_t *m, ptrdiff_t gap, double *tmp, double k)
 {
-#if PG_X86_DISPATCH
-    if (P == 1 && m[0] >= 1 && pg_have_avx2()) {
-        pg_poly1_avx2_f64(grow + q0 + c[0], m[0], gap, e + q0, nq, k);
+#if PG_VEC
+    if (P == 1 && m[0] >= 1) {
+        PG_PICK(pg_poly1, f64, grow + q0 + c[0], m[0], gap, e + q0, nq, k);
         return;
     }
-    if (pg_poly2_ok(P, m) && gap == 1 && pg_have_avx2()) {
-        pg_poly2_avx2_f64(grow + q0 + c[0], grow + q0 + c[1], m[0], m[1], e + 2 * q0, nq, k);
+    if (pg_poly2_ok(P, m) && gap == 1) {
+        PG_PICK(pg_poly2, f64, grow + q0 + c[0], grow + q0 + c[1], m[0], m[1], e + 2 * q0,
+                nq, k);
         return;
     }
-    if (P == 2 && gap >= 4 && m[0] >= 1 && m[1] >= 1 && pg_have_avx2()) {
-        pg_poly2s_avx2_f64(grow + q0 + c[0], grow + q0 + c[1], m[0], m[1], gap, e + 2 * q0,
-                           nq, k);
+    if (P == 2 && gap >= 4 && m[0] >= 1 && m[1] >= 1) {
+        PG_PICK(pg_poly2s, f64, grow + q0 + c[0], grow + q0 + c[1], m[0], m[1], gap,
+                e + 2 * q0, nq, k);
         return;
     }
 #endif
@@ -460,50 +482,30 @@ ATTR static void NAME(const T *grow, T *erow, const int64_t *tap, ptrdiff_t m, p
     }                                                                                       \
 }
 
-PG_DEFINE_EXPAND_LANES(float, pg_lanes_base_f32, )
+PG_DEFINE_EXPAND_LANES(float, pg_lanes_few_base_f32, )
 PG_DEFINE_EXPAND_LANES(double, pg_lanes_base_f64, )
 #if PG_X86_DISPATCH
 PG_DEFINE_EXPAND_LANES(float, pg_lanes_few_avx2_f32, PG_TARGET_AVX2)
 PG_DEFINE_EXPAND_LANES(double, pg_lanes_avx2_f64, PG_TARGET_AVX2)
+#endif
 
-/* M terms of lanes l .. l+7 of a column, summed in registers left to right */
-#define PG_LANES_SUM8(M, l)                                                                 \
-    {                                                                                       \
-        __m256 v_ = _mm256_loadu_ps(src[0] + (l));                                          \
-        for (ptrdiff_t r_ = 1; r_ < (M); r_++)                                              \
-            v_ = _mm256_add_ps(v_, _mm256_loadu_ps(src[r_] + (l)));                         \
-        _mm256_storeu_ps(dst + (l), _mm256_mul_ps(kv, v_));                                 \
-    }
-#define PG_LANES_MANY_COLUMN(M) PG_FOR8_OVERLAP(l, L, PG_LANES_SUM8(M, l))
-
-/*
- * Four or more taps a column (windows of 4 or more at stride 1, of 7 or more at stride 2)
- * with at least eight lanes: each block of eight lanes summed in registers, the last eight
- * again where L is not a multiple of eight (erow is not grow), in place of a pass over the
- * column for every term; 4 to 8 taps as constants.  The same sums, left to right.
- */
-PG_TARGET_AVX2
-static void pg_lanes_many_avx2_f32(const float *PG_RESTRICT grow, float *PG_RESTRICT erow,
-                                   const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L,
-                                   float k)
-{
-    const __m256 kv = _mm256_set1_ps(k);
-    const float *src[PG_MAX_TAPS];
-    for (ptrdiff_t iw = 0; iw < W; iw++) {
-        float *PG_RESTRICT dst = erow + iw * L;
-        for (ptrdiff_t r = 0; r < m; r++) src[r] = grow + tap[iw * m + r] * L;
-        PG_CASES_4_TO_8(m, PG_LANES_MANY_COLUMN)
-    }
+/* float32: four or more taps and eight lanes through the vector loop (pg_lanes_many_*) */
+#if PG_VEC
+#define PG_LANES_F32(SFX)                                                                   \
+static void pg_lanes_##SFX##_f32(const float *grow, float *erow, const int64_t *tap,        \
+                                 ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, float k)            \
+{                                                                                           \
+    if (m >= 4 && m <= PG_MAX_TAPS && L >= 8)                                               \
+        pg_lanes_many_##SFX##_f32(grow, erow, tap, m, W, L, k);                             \
+    else                                                                                    \
+        pg_lanes_few_##SFX##_f32(grow, erow, tap, m, W, L, k);                              \
 }
-
-static void pg_lanes_avx2_f32(const float *grow, float *erow, const int64_t *tap, ptrdiff_t m,
-                              ptrdiff_t W, ptrdiff_t L, float k)
-{
-    if (m >= 4 && m <= PG_MAX_TAPS && L >= 8)
-        pg_lanes_many_avx2_f32(grow, erow, tap, m, W, L, k);
-    else
-        pg_lanes_few_avx2_f32(grow, erow, tap, m, W, L, k);
-}
+PG_LANES_F32(base)
+#if PG_X86_DISPATCH
+PG_LANES_F32(avx2)
+#endif
+#else
+#define pg_lanes_base_f32 pg_lanes_few_base_f32
 #endif
 
 static inline void pg_expand_lanes_f32(const float *grow, float *erow, const int64_t *tap,

@@ -999,6 +999,254 @@ PG_VEC_INLINE void pg_nt_fence(void)
 #endif
 }
 
+
+/* --- layer for pg_plane.h, pg_expand.h --- */
+/* AVX2 forms (F16C's helpers' pattern above: functions of their own, pointers); AVX2
+ * alone, so that they inline into PG_TARGET_AVX2 and PG_TARGET_AVX2_F16C code alike */
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2 static inline void pg_f8_blend_avx2(const pg_f8 *a, const pg_f8 *b,
+                                                  const pg_i8 *m, pg_f8 *r)
+{
+    __m256 x, y, z;
+    memcpy(&x, a, 32);
+    memcpy(&y, b, 32);
+    memcpy(&z, m, 32);
+    x = _mm256_blendv_ps(x, y, z);
+    memcpy(r, &x, 32);
+}
+
+PG_TARGET_AVX2 static inline void pg_f8_permute_avx2(const pg_f8 *v, const pg_i8 *i, pg_f8 *r)
+{
+    __m256 x;
+    __m256i j;
+    memcpy(&x, v, 32);
+    memcpy(&j, i, 32);
+    x = _mm256_permutevar8x32_ps(x, j);
+    memcpy(r, &x, 32);
+}
+
+PG_TARGET_AVX2 static inline void pg_f8_to_bf16_avx2(const pg_f8 *v, pg_h8 *h)
+{
+    __m256 x;
+    memcpy(&x, v, 32);
+    const __m256i q = pg_bf16_round8_avx2(x);
+    const __m128i o = _mm_packus_epi32(_mm256_castsi256_si128(q),
+                                       _mm256_extracti128_si256(q, 1));
+    memcpy(h, &o, 16);
+}
+#endif
+
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2 static inline void pg_f8_from_bf16_avx2(const pg_h8 *h, pg_f8 *v)
+{
+    __m128i x;
+    memcpy(&x, h, 16);
+    const __m256i r = _mm256_slli_epi32(_mm256_cvtepu16_epi32(x), 16);
+    memcpy(v, &r, 32);
+}
+
+PG_TARGET_AVX2 static inline void pg_f8_set1_avx2(const float *x, pg_f8 *v)
+{
+    const __m256 r = _mm256_set1_ps(*x);
+    memcpy(v, &r, 32);
+}
+#endif
+
+/* pg_f8_from_bf16 and pg_f8_set1; AVX2 by the intrinsics (gcc 12 makes two 128-bit
+ * widenings, and four inserts, of the generic forms in AVX2 code) */
+PG_VEC_INLINE pg_f8 pg_f8_from_bf16_isa(pg_h8 h, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_f8 v;
+        pg_f8_from_bf16_avx2(&h, &v);
+        return v;
+    }
+#endif
+    (void)isa;
+    return pg_f8_from_bf16(h);
+}
+
+PG_VEC_INLINE pg_f8 pg_f8_set1_isa(float x, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_f8 v;
+        pg_f8_set1_avx2(&x, &v);
+        return v;
+    }
+#endif
+    (void)isa;
+    return pg_f8_set1(x);
+}
+
+/* lanes of b where m is all ones, of a where it is zero (m's lanes: 0 or -1) */
+PG_VEC_INLINE pg_f8 pg_f8_blend(pg_f8 a, pg_f8 b, pg_i8 m, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_f8 r;
+        pg_f8_blend_avx2(&a, &b, &m, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    return (pg_f8)(((pg_i8)a & ~m) | ((pg_i8)b & m));
+}
+
+/* r[j] = v[i[j]], i's lanes 0 to 7 (AVX2: one vpermps; elsewhere lane by lane) */
+PG_VEC_INLINE pg_f8 pg_f8_permute(pg_f8 v, pg_i8 i, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_f8 r;
+        pg_f8_permute_avx2(&v, &i, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    pg_f8 r;
+    for (int j = 0; j < 8; j++) r[j] = v[i[j] & 7];
+    return r;
+}
+
+/* pg_f8_to_bf16's bits; AVX2 through pg_half.h's rounding and a pack (fewer instructions) */
+PG_VEC_INLINE pg_h8 pg_f8_to_bf16_isa(pg_f8 v, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_h8 h;
+        pg_f8_to_bf16_avx2(&v, &h);
+        return h;
+    }
+#endif
+    (void)isa;
+    return pg_f8_to_bf16(v);
+}
+
+/* the first n (0 to 8) values at p, the other lanes zero, nothing read past them (a row's
+ * end may be a page's): the masks made once (pg_tail8_of), AVX2 masked loads */
+typedef struct {
+    pg_i8 m;          /* lanes < n: all ones */
+    pg_i4 pairs;      /* 16-bit values: the whole 32-bit pairs below n */
+    pg_h8 odd;        /* ... and the lane of an odd last value (n - 1) */
+    ptrdiff_t last;   /* that lane, or -1 */
+    int n;
+} pg_tail8;
+
+PG_VEC_INLINE pg_tail8 pg_tail8_of(int n)
+{
+    pg_tail8 t;
+    for (int j = 0; j < 8; j++) {
+        t.m[j] = j < n ? -1 : 0;
+        t.odd[j] = j == n - 1 ? 0xFFFF : 0;
+    }
+    for (int j = 0; j < 4; j++) t.pairs[j] = 2 * j + 2 <= n ? -1 : 0;
+    t.last = n & 1 ? n - 1 : -1;
+    t.n = n;
+    return t;
+}
+
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2 static inline void pg_f8_load_tail_avx2(const float *p, const pg_tail8 *t,
+                                                      pg_f8 *v)
+{
+    __m256i m;
+    memcpy(&m, &t->m, 32);
+    const __m256 r = _mm256_maskload_ps(p, m);
+    memcpy(v, &r, 32);
+}
+
+PG_TARGET_AVX2 static inline void pg_h8_load_tail_avx2(const uint16_t *p, const pg_tail8 *t,
+                                                      pg_h8 *h)
+{
+    __m128i m;
+    memcpy(&m, &t->pairs, 16);
+    __m128i r = _mm_maskload_epi32((const int *)p, m);
+    if (t->last >= 0) {
+        __m128i sel;
+        memcpy(&sel, &t->odd, 16);
+        r = _mm_blendv_epi8(r, _mm_set1_epi16((short)p[t->last]), sel);
+    }
+    memcpy(h, &r, 16);
+}
+#endif
+
+PG_VEC_INLINE pg_f8 pg_f8_load_tail(const float *p, const pg_tail8 *t, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_f8 v;
+        pg_f8_load_tail_avx2(p, t, &v);
+        return v;
+    }
+#endif
+    (void)isa;
+    if (t->n == 8) return pg_f8_load(p);
+    float b[8] = {0};
+    for (int j = 0; j < t->n; j++) b[j] = p[j];
+    return pg_f8_load(b);
+}
+
+PG_VEC_INLINE pg_h8 pg_h8_load_tail(const uint16_t *p, const pg_tail8 *t, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_h8 h;
+        pg_h8_load_tail_avx2(p, t, &h);
+        return h;
+    }
+#endif
+    (void)isa;
+    if (t->n == 8) return pg_h8_load(p);
+    uint16_t b[8] = {0};
+    for (int j = 0; j < t->n; j++) b[j] = p[j];
+    return pg_h8_load(b);
+}
+
+/* *lo = a0 b0 a1 b1 a2 b2 a3 b3, *hi = a4 b4 ... a7 b7.  AVX2 interleaves within 128-bit
+ * halves, then swaps halves; 128-bit sets zip each half (gcc lowers a 32-byte shuffle
+ * there lane by lane) */
+PG_VEC_INLINE void pg_f8_zip(pg_f8 a, pg_f8 b, pg_f8 *lo, pg_f8 *hi, int isa)
+{
+    if (isa == PG_ISA_AVX2) {
+        const pg_f8 t0 = PG_SHUF8(a, b, 0, 8, 1, 9, 4, 12, 5, 13);
+        const pg_f8 t1 = PG_SHUF8(a, b, 2, 10, 3, 11, 6, 14, 7, 15);
+        *lo = PG_SHUF8(t0, t1, 0, 1, 2, 3, 8, 9, 10, 11);
+        *hi = PG_SHUF8(t0, t1, 4, 5, 6, 7, 12, 13, 14, 15);
+        return;
+    }
+    const pg_f4 a0 = PG_HALF(a, 0), a1 = PG_HALF(a, 1), b0 = PG_HALF(b, 0), b1 = PG_HALF(b, 1);
+    *lo = PG_JOIN(PG_SHUF4(a0, b0, 0, 4, 1, 5), PG_SHUF4(a0, b0, 2, 6, 3, 7));
+    *hi = PG_JOIN(PG_SHUF4(a1, b1, 0, 4, 1, 5), PG_SHUF4(a1, b1, 2, 6, 3, 7));
+}
+
+/* four float64 lanes: one AVX2 register, two SSE2 or NEON ones */
+/* (pg_d4, pg_d4_load, pg_d4_store: the block for pg_stream.h) */
+typedef int64_t pg_l4 __attribute__((vector_size(32)));
+PG_VEC_INLINE pg_d4 pg_d4_set1(double x) { return (pg_d4){x, x, x, x}; }
+
+/* *lo = a0 b0 a1 b1, *hi = a2 b2 a3 b3 (as pg_f8_zip) */
+PG_VEC_INLINE void pg_d4_zip(pg_d4 a, pg_d4 b, pg_d4 *lo, pg_d4 *hi, int isa)
+{
+    if (isa == PG_ISA_AVX2) {
+#if defined(__clang__)
+        const pg_d4 t0 = __builtin_shufflevector(a, b, 0, 4, 2, 6);
+        const pg_d4 t1 = __builtin_shufflevector(a, b, 1, 5, 3, 7);
+        *lo = __builtin_shufflevector(t0, t1, 0, 1, 4, 5);
+        *hi = __builtin_shufflevector(t0, t1, 2, 3, 6, 7);
+#else
+        const pg_d4 t0 = __builtin_shuffle(a, b, (pg_l4){0, 4, 2, 6});
+        const pg_d4 t1 = __builtin_shuffle(a, b, (pg_l4){1, 5, 3, 7});
+        *lo = __builtin_shuffle(t0, t1, (pg_l4){0, 1, 4, 5});
+        *hi = __builtin_shuffle(t0, t1, (pg_l4){2, 3, 6, 7});
+#endif
+        return;
+    }
+    *lo = (pg_d4){a[0], b[0], a[1], b[1]};
+    *hi = (pg_d4){a[2], b[2], a[3], b[3]};
+}
+
 #else
 #define PG_VEC 0
 #endif
