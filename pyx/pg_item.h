@@ -745,8 +745,9 @@ static inline void pg_fused64_grow(const pg_fused64 *f, const double *gbase, ptr
  * PG_FUSED64_ROW1's) is formed once and kept in registers for the up to three grad_input
  * rows it covers, where the row form sums it again for each (hhi is nondecreasing, so a
  * row's windows are the last nh formed); each row k0 * E0 + k1 * E1 + k2 * E2 as there,
- * each k * E formed once with the E value (k belongs to its grad_output row).  In the cache (f->nt = 0) the strips are stored as they are, the last
- * one overlapping the one before where W is not a multiple of 8.  Streamed (W a multiple
+ * each k * E formed once with the E value (k belongs to its grad_output row).  In the
+ * cache (f->nt = 0) the strips are stored as they are, the last one overlapping the one
+ * before where W is not a multiple of 8.  Streamed (W a multiple
  * of 8, the output 16-byte aligned) they lie on the output's lines, each streamed whole;
  * where the rows start tb = 2, 4 or 6 values into a line, the line across two rows takes
  * the last tb values of the strip at W - 8 (kept in T) and the first 8 - tb of the strip

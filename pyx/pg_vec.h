@@ -455,7 +455,10 @@ PG_VEC_INLINE pg_u8 pg_h8_widen(pg_h8 h, int isa)
 }
 
 /* pg_f8_from_bf16 through pg_h8_widen */
-PG_VEC_INLINE pg_f8 pg_f8_from_bf16_isa(pg_h8 h, int isa) { return (pg_f8)(pg_h8_widen(h, isa) << 16); }
+PG_VEC_INLINE pg_f8 pg_f8_from_bf16_isa(pg_h8 h, int isa)
+{
+    return (pg_f8)(pg_h8_widen(h, isa) << 16);
+}
 
 /* r[i] = v[ix[i] % 8] */
 PG_VEC_INLINE pg_f8 pg_f8_permute(pg_f8 v, pg_i8 ix, int isa)
