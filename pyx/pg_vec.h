@@ -1247,6 +1247,295 @@ PG_VEC_INLINE void pg_d4_zip(pg_d4 a, pg_d4 b, pg_d4 *lo, pg_d4 *hi, int isa)
     *hi = (pg_d4){a[2], b[2], a[3], b[3]};
 }
 
+
+/* --- layer for pg_item.h --- */
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+typedef uint8_t pg_b32 __attribute__((vector_size(32)));
+typedef float pg_f8a __attribute__((vector_size(32), may_alias));   /* for aligned stores */
+#if defined(__clang__)
+#define PG_SHUFH8(a, b, i0, i1, i2, i3, i4, i5, i6, i7) \
+    __builtin_shufflevector(a, b, i0, i1, i2, i3, i4, i5, i6, i7)
+#define PG_SHUFU4(a, b, i0, i1, i2, i3) __builtin_shufflevector(a, b, i0, i1, i2, i3)
+#else
+typedef int16_t pg_s8 __attribute__((vector_size(16)));
+#define PG_SHUFH8(a, b, i0, i1, i2, i3, i4, i5, i6, i7) \
+    __builtin_shuffle(a, b, (pg_s8){i0, i1, i2, i3, i4, i5, i6, i7})
+#define PG_SHUFU4(a, b, i0, i1, i2, i3) __builtin_shuffle(a, b, (pg_i4){i0, i1, i2, i3})
+#endif
+
+/* 32 bytes to a 32-byte aligned address */
+PG_VEC_INLINE void pg_f8_store_a(void *p, pg_f8 v) { *(pg_f8a *)p = v; }
+/* 16 and 8 bytes (the other 8 lanes' bytes zero) */
+PG_VEC_INLINE pg_f4 pg_f4_load(const void *p) { pg_f4 v; memcpy(&v, p, 16); return v; }
+PG_VEC_INLINE pg_f4 pg_f4_load2(const void *p) { pg_f4 v = {0}; memcpy(&v, p, 8); return v; }
+PG_VEC_INLINE void pg_f4_store(void *p, pg_f4 v) { memcpy(p, &v, 16); }
+PG_VEC_INLINE pg_h8 pg_h8_load4(const void *p) { pg_h8 v = {0}; memcpy(&v, p, 8); return v; }
+PG_VEC_INLINE pg_u8 pg_u8_set1(uint32_t x) { return (pg_u8){x, x, x, x, x, x, x, x}; }
+/* half h of v (0: lanes 0..3) */
+PG_VEC_INLINE pg_f4 pg_f8_half(pg_f8 v, int h)
+{
+    pg_f4 r;
+    memcpy(&r, (const char *)&v + 16 * h, 16);
+    return r;
+}
+/* each 16-bit (es 2) or 32-bit element of the 16 bytes v twice: its first half's to *lo, its
+ * second half's to *hi */
+PG_VEC_INLINE void pg_f4_twice(pg_f4 v, ptrdiff_t es, pg_f4 *lo, pg_f4 *hi)
+{
+    if (es == 2) {
+        const pg_h8 h = (pg_h8)v;
+        *lo = (pg_f4)PG_SHUFH8(h, h, 0, 8, 1, 9, 2, 10, 3, 11);
+        *hi = (pg_f4)PG_SHUFH8(h, h, 4, 12, 5, 13, 6, 14, 7, 15);
+    } else {
+        const pg_u4 u = (pg_u4)v;
+        *lo = (pg_f4)PG_SHUFU4(u, u, 0, 4, 1, 5);
+        *hi = (pg_f4)PG_SHUFU4(u, u, 2, 6, 3, 7);
+    }
+}
+
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2 static inline void pg_f8_select_avx2(const pg_f8 *a, const pg_f8 *b,
+                                                    const pg_i8 *m, pg_f8 *r)
+{
+    __m256 x, y, s;
+    memcpy(&x, a, 32);
+    memcpy(&y, b, 32);
+    memcpy(&s, m, 32);
+    const __m256 z = _mm256_blendv_ps(x, y, s);
+    memcpy(r, &z, 32);
+}
+
+PG_TARGET_AVX2 static inline int pg_u8_testz_avx2(const pg_u8 *v, const pg_u8 *m)
+{
+    __m256i x, y;
+    memcpy(&x, v, 32);
+    memcpy(&y, m, 32);
+    return _mm256_testz_si256(x, y);
+}
+
+PG_TARGET_AVX2 static inline void pg_f8_to_bf16w_avx2(const pg_f8 *v, pg_u8 *r)
+{
+    __m256 x;
+    memcpy(&x, v, 32);
+    const __m256i q = pg_bf16_round8_avx2(x);
+    memcpy(r, &q, 32);
+}
+
+PG_TARGET_AVX2 static inline void pg_u8_narrow_avx2(const pg_u8 *v, pg_h8 *h)
+{
+    __m256i x;
+    memcpy(&x, v, 32);
+    const __m128i o = _mm_packus_epi32(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
+    memcpy(h, &o, 16);
+}
+
+PG_TARGET_AVX2 static inline void pg_lookup_bytes_avx2(const uint8_t *t, const void *ix,
+                                                       int wide, pg_b32 *r)
+{
+    const __m256i c = _mm256_loadu_si256((const __m256i *)ix);
+    const __m256i a = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t));
+    __m256i v;
+    if (!wide) {
+        v = _mm256_shuffle_epi8(a, c);
+    } else {
+        /* each half's shuffle zeroes the bytes of the other half: indices 16..31 carry into
+         * the sign bit of the first, 0..15 borrow into that of the second */
+        const __m256i b = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(t + 16)));
+        v = _mm256_or_si256(_mm256_shuffle_epi8(a, _mm256_adds_epu8(c, _mm256_set1_epi8(0x70))),
+                            _mm256_shuffle_epi8(b, _mm256_sub_epi8(c, _mm256_set1_epi8(16))));
+    }
+    memcpy(r, &v, 32);
+}
+
+PG_TARGET_AVX2 static inline void pg_twice32_avx2(const void *s, ptrdiff_t es, pg_f8 *a, pg_f8 *b)
+{
+    const __m256i v = _mm256_loadu_si256((const __m256i *)s);
+    __m256i lo, hi;
+    if (es == 2) {
+        lo = _mm256_unpacklo_epi16(v, v);
+        hi = _mm256_unpackhi_epi16(v, v);
+    } else {
+        lo = _mm256_unpacklo_epi32(v, v);
+        hi = _mm256_unpackhi_epi32(v, v);
+    }
+    const __m256i x = _mm256_permute2x128_si256(lo, hi, 0x20);
+    const __m256i y = _mm256_permute2x128_si256(lo, hi, 0x31);
+    memcpy(a, &x, 32);
+    memcpy(b, &y, 32);
+}
+
+PG_TARGET_AVX2 static inline void pg_f8_bcast_avx2(float x, pg_f8 *r)
+{
+    const __m256 v = _mm256_set1_ps(x);
+    memcpy(r, &v, 32);
+}
+
+PG_TARGET_AVX2 static inline void pg_f8_join_avx2(const pg_f4 *lo, const pg_f4 *hi, pg_f8 *r)
+{
+    __m128 a, b;
+    memcpy(&a, lo, 16);
+    memcpy(&b, hi, 16);
+    const __m256 v = _mm256_set_m128(b, a);
+    memcpy(r, &v, 32);
+}
+
+PG_TARGET_AVX2 static inline void pg_h8_widen_avx2(const pg_h8 *h, pg_u8 *r)
+{
+    __m128i x;
+    memcpy(&x, h, 16);
+    const __m256i v = _mm256_cvtepu16_epi32(x);
+    memcpy(r, &v, 32);
+}
+
+#endif
+
+/* x in every lane (gcc builds pg_f8_set1's vector lane by lane where the function that
+ * inlines it is AVX2 code: vbroadcastss here) */
+PG_VEC_INLINE pg_f8 pg_f8_bcast(float x, int isa)
+{
+    pg_f8 r;
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_f8_bcast_avx2(x, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    const pg_f4 h = {x, x, x, x};
+    memcpy(&r, &h, 16);
+    memcpy((char *)&r + 16, &h, 16);
+    return r;
+}
+
+/* lo in lanes 0..3, hi in 4..7 (one vinsertf128 on AVX2, where gcc would go through memory) */
+PG_VEC_INLINE pg_f8 pg_f8_join(pg_f4 lo, pg_f4 hi, int isa)
+{
+    pg_f8 r;
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_f8_join_avx2(&lo, &hi, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    memcpy(&r, &lo, 16);
+    memcpy((char *)&r + 16, &hi, 16);
+    return r;
+}
+
+/* 16-bit lanes widened to 32 bits (one vpmovzxwd on AVX2, where gcc converts the halves
+ * apart) */
+PG_VEC_INLINE pg_u8 pg_h8_widen(pg_h8 h, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_u8 r;
+        pg_h8_widen_avx2(&h, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    return __builtin_convertvector(h, pg_u8);
+}
+
+/* b in the lanes where m's sign bit is set, a in the others */
+PG_VEC_INLINE pg_f8 pg_f8_select(pg_f8 a, pg_f8 b, pg_i8 m, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_f8 r;
+        pg_f8_select_avx2(&a, &b, &m, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    const pg_i8 s = m >> 31;
+    return (pg_f8)(((pg_i8)a & ~s) | ((pg_i8)b & s));
+}
+
+/* whether v & m is all zero bits */
+PG_VEC_INLINE int pg_u8_testz(pg_u8 v, pg_u8 m, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) return pg_u8_testz_avx2(&v, &m);
+#endif
+    (void)isa;
+    const pg_u8 t = v & m;
+    uint64_t q[4];
+    memcpy(q, &t, 32);
+    return ((q[0] | q[1]) | (q[2] | q[3])) == 0;
+}
+
+/* float32 rounded to bfloat16 as pg_f8_to_bf16 rounds it, in the low half of each lane */
+PG_VEC_INLINE pg_u8 pg_f8_to_bf16w(pg_f8 v, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_u8 r;
+        pg_f8_to_bf16w_avx2(&v, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    const pg_u8 u = (pg_u8)v, hi = u >> 16;
+    const pg_u8 r = (u + 0x7FFF + (hi & 1)) >> 16;
+    const pg_u8 nan = (pg_u8)((u & 0x7FFFFFFF) > 0x7F800000);
+    return (r & ~nan) | ((hi | 0x40) & nan);
+}
+
+/* 32-bit lanes of at most 0xFFFF narrowed to 16 bits */
+PG_VEC_INLINE pg_h8 pg_u8_narrow(pg_u8 v, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_h8 h;
+        pg_u8_narrow_avx2(&v, &h);
+        return h;
+    }
+#endif
+    (void)isa;
+    return __builtin_convertvector(v, pg_h8);
+}
+
+/* byte i of the result: byte ix[i] of the 16 bytes at t (ix[i] < 16), or of the 32 there
+ * where wide (ix[i] < 32); ix: 32 bytes */
+PG_VEC_INLINE pg_b32 pg_lookup_bytes(const void *t, const void *ix, int wide, int isa)
+{
+    pg_b32 r;
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_lookup_bytes_avx2((const uint8_t *)t, ix, wide, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+    const uint8_t *tb = (const uint8_t *)t, *c = (const uint8_t *)ix;
+    uint8_t o[32];
+    for (int i = 0; i < 32; i++) o[i] = tb[c[i] & (wide ? 31 : 15)];
+    memcpy(&r, o, 32);
+    return r;
+}
+
+/* each 16-bit (es 2) or 32-bit element of the 32 bytes at s twice: the first 16 bytes' to
+ * *a, the last 16's to *b */
+PG_VEC_INLINE void pg_twice32(const void *s, ptrdiff_t es, pg_f8 *a, pg_f8 *b, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_twice32_avx2(s, es, a, b);
+        return;
+    }
+#endif
+    (void)isa;
+    pg_f4 l0, h0, l1, h1;
+    pg_f4_twice(pg_f4_load(s), es, &l0, &h0);
+    pg_f4_twice(pg_f4_load((const char *)s + 16), es, &l1, &h1);
+    *a = pg_f8_join(l0, h0, PG_ISA_BASE);
+    *b = pg_f8_join(l1, h1, PG_ISA_BASE);
+}
+
 #else
 #define PG_VEC 0
 #endif
