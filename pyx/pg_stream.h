@@ -1086,7 +1086,7 @@ static inline int pg_have_h16(int bf16)
 
 #if PG_VEC
 /* eight 16-bit values widened to float32 (bf16: bfloat16, else float16) */
-PG_VEC_INLINE pg_f8 pg_f8_load_h16(const uint16_t *p, int bf16, int isa)
+PG_VEC_INLINE pg_f8 pg_h8_widen(const uint16_t *p, int bf16, int isa)
 {
     return bf16 ? pg_f8_load_bf16(p, isa) : pg_f8_from_f16(pg_h8_load(p), isa);
 }
@@ -1110,7 +1110,7 @@ PG_VEC_INLINE void pg_load_h16_body(float *dst, const uint16_t *src, const float
         return;
     }
     PG_FOR8_OVERLAP(j, n, {
-        pg_f8 v = pg_f8_load_h16(src + j, bf16, isa);
+        pg_f8 v = pg_h8_widen(src + j, bf16, isa);
         if (w) v = v * pg_f8_load(w + j);
         pg_f8_store(dst + j, v);
     })
@@ -1130,7 +1130,7 @@ PG_VEC_INLINE void pg_load_lanes_h16_body(float *dst, const uint16_t *src, ptrdi
         float *d = dst + ow * L;
         const pg_f8 c = pg_f8_splat(w ? w[ow] : 0.0f, isa);
         PG_FOR8_OVERLAP(l, L, {
-            pg_f8 v = pg_f8_load_h16(s + l, bf16, isa);
+            pg_f8 v = pg_h8_widen(s + l, bf16, isa);
             if (w) v = v * c;
             pg_f8_store(d + l, v);
         })
