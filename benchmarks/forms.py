@@ -77,7 +77,7 @@ def run_case(case, forms, budget, rng, into=None):
     ws = np.empty(base.workspace_size, np.uint8)
     kept = bench._settle(base, ws)
     name = case.name + (f" into {into}" if into else "")
-    out = {"case": name, "plan": str(sig[0][1:3]) if sig else None, "kept": kept,
+    out = {"case": name, "plan": base.plan.item if sig else None, "kept": kept,
            "forms": {}}
     for form in forms:
         with _plan.forms_off(form):

@@ -1318,9 +1318,11 @@ def gather_choice(go6, gi6, kind, rnd, geometry, stream, region, big, tstore, fi
                if kind == K_F64 and region and L == 1 and not tstore and not fill
                and xs[4] == 1 else 0)
     # small planes in registers (pg_plane.h: at most 16 wide, 14 outputs, PLANE_TAPS taps)
+    # (AVX2 only: the 128-bit copies' lane permutes go element by element, slower than
+    # the transposes of tstore)
     plane = (tstore and plane_rule and kind != K_F64 and rnd == 0 and taps_ is not None
              and 1 <= W <= 16 and 1 <= Wo <= 14 and 1 <= m <= _kernels.PLANE_TAPS
-             and gs[4] == 1 and xs[4] == 1)
+             and gs[4] == 1 and xs[4] == 1 and avx2)
     # channels-last rows without E rows: contiguous lanes (8, float64 4), few terms a value
     lanes = (on("lanes") and rnd == 0 and L >= (4 if kind == K_F64 else 8)
              and 0 < m <= MAX_TAPS and not tstore and not fill
