@@ -28,48 +28,6 @@
 #include "pg_stream.h"
 #include "pg_vec.h"
 
-#if PG_X86_DISPATCH
-/* AVX2 forms for pg_plane.h and pg_scatter.h, which are not yet written against the vector
- * layer.  r[j] <- column j of the 8x8 matrix whose row i is r[i] */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_tr8x8(__m256 r[8])
-{
-    __m256 t[8], s[8];
-    for (int i = 0; i < 4; i++) {
-        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    for (int i = 0; i < 2; i++) {
-        s[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
-        s[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
-        s[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
-        s[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
-    }
-    for (int i = 0; i < 4; i++) {
-        r[i] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x20);
-        r[i + 4] = _mm256_permute2f128_ps(s[i], s[i + 4], 0x31);
-    }
-}
-
-/* eight float32 values of one lane stored from p on, rounded to the element's format */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_tstore8(char *dst, ptrdiff_t p, __m256 v, int kind)
-{
-    if (kind == 0) {
-        _mm256_storeu_ps((float *)dst + p, v);
-        return;
-    }
-    __m128i o;
-    if (kind == 2) {
-        o = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
-    } else {
-        const __m256i q = pg_bf16_round8_avx2(v);
-        o = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-    }
-    _mm_storeu_si128((__m128i *)((uint16_t *)dst + p), o);
-}
-#endif
-
 #if PG_VEC
 /* eight float32 values of one lane stored from p on, rounded to the element's format */
 PG_VEC_INLINE void pg_vtstore8(char *dst, ptrdiff_t p, pg_f8 v, int kind, int isa)
