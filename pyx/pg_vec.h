@@ -58,6 +58,19 @@ typedef _Float16 pg_hf8 __attribute__((vector_size(16)));
 
 #define PG_VEC_INLINE __attribute__((always_inline)) static inline
 
+/* in a function of the layer, where isa is PG_ISA_AVX2: return the result of an AVX2
+ * helper that writes it through a pointer (pg_r_ in CALL), or run one that returns
+ * nothing and return; nothing without the AVX2 copies */
+#if PG_X86_DISPATCH
+#define PG_AVX2_RETURN(T, CALL) \
+    if (isa == PG_ISA_AVX2) { T pg_r_; CALL; return pg_r_; }
+#define PG_AVX2_DO(CALL) \
+    if (isa == PG_ISA_AVX2) { CALL; return; }
+#else
+#define PG_AVX2_RETURN(T, CALL)
+#define PG_AVX2_DO(CALL)
+#endif
+
 /* unaligned loads and stores (memcpy: one vector move where the target has it) */
 PG_VEC_INLINE pg_f8 pg_f8_load(const void *p) { pg_f8 v; memcpy(&v, p, 32); return v; }
 PG_VEC_INLINE void pg_f8_store(void *p, pg_f8 v) { memcpy(p, &v, 32); }
@@ -133,13 +146,7 @@ PG_VEC_INLINE pg_h8 pg_f8_to_f16_soft(pg_f8 v)
 
 PG_VEC_INLINE pg_f8 pg_f8_from_f16(pg_h8 h, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_f8 v;
-        pg_f8_from_f16_f16c(&h, &v);
-        return v;
-    }
-#endif
+    PG_AVX2_RETURN(pg_f8, pg_f8_from_f16_f16c(&h, &pg_r_));
     (void)isa;
 #if PG_VEC_F16
     return __builtin_convertvector((pg_hf8)h, pg_f8);
@@ -150,13 +157,7 @@ PG_VEC_INLINE pg_f8 pg_f8_from_f16(pg_h8 h, int isa)
 
 PG_VEC_INLINE pg_h8 pg_f8_to_f16(pg_f8 v, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_h8 h;
-        pg_f8_to_f16_f16c(&v, &h);
-        return h;
-    }
-#endif
+    PG_AVX2_RETURN(pg_h8, pg_f8_to_f16_f16c(&v, &pg_r_));
     (void)isa;
 #if PG_VEC_F16
     return (pg_h8)__builtin_convertvector(v, pg_hf8);
@@ -197,12 +198,7 @@ PG_TARGET_AVX2_F16C static inline void pg_f8x2_to_bf16_avx2(const pg_f8 *a, cons
 
 PG_VEC_INLINE void pg_f8x2_to_bf16(pg_f8 a, pg_f8 b, pg_h8 *ha, pg_h8 *hb, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_f8x2_to_bf16_avx2(&a, &b, ha, hb);
-        return;
-    }
-#endif
+    PG_AVX2_DO(pg_f8x2_to_bf16_avx2(&a, &b, ha, hb));
     (void)isa;
     *ha = pg_f8_to_bf16(a);
     *hb = pg_f8_to_bf16(b);
@@ -223,12 +219,7 @@ PG_TARGET_AVX2_F16C static inline void pg_f8x2_store_bf16_avx2(void *p, const pg
 
 PG_VEC_INLINE void pg_f8x2_store_bf16(void *p, pg_f8 a, pg_f8 b, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_f8x2_store_bf16_avx2(p, &a, &b);
-        return;
-    }
-#endif
+    PG_AVX2_DO(pg_f8x2_store_bf16_avx2(p, &a, &b));
     (void)isa;
     pg_h8_store(p, pg_f8_to_bf16(a));
     pg_h8_store((char *)p + 16, pg_f8_to_bf16(b));
@@ -410,13 +401,7 @@ PG_VEC_INLINE int pg_q4_movemask(pg_q4 m, int isa)
 /* four float16 / bfloat16 values widened to float32 */
 PG_VEC_INLINE pg_f4 pg_f4_from_f16(pg_h4 h, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_f4 v;
-        pg_f4_from_f16_f16c(&h, &v);
-        return v;
-    }
-#endif
+    PG_AVX2_RETURN(pg_f4, pg_f4_from_f16_f16c(&h, &pg_r_));
     (void)isa;
 #if PG_VEC_F16
     typedef _Float16 pg_hf4 __attribute__((vector_size(8)));
@@ -484,13 +469,7 @@ PG_VEC_INLINE pg_h16 pg_f8x2_to_bf16x16(pg_f8 a, pg_f8 b, int isa)
 /* sixteen values rounded to float16 (pg_f8_to_f16's), a then b, in one vector */
 PG_VEC_INLINE pg_h16 pg_f8x2_to_f16x16(pg_f8 a, pg_f8 b, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_h16 h;
-        pg_f16x16_f16c(&a, &b, &h);
-        return h;
-    }
-#endif
+    PG_AVX2_RETURN(pg_h16, pg_f16x16_f16c(&a, &b, &pg_r_));
     const pg_h8 ha = pg_f8_to_f16(a, isa), hb = pg_f8_to_f16(b, isa);
     pg_h16 h;
     memcpy(&h, &ha, 16);
@@ -515,12 +494,7 @@ PG_VEC_INLINE void pg_i8_stream16x2(void *p, pg_i8 v)
 
 PG_VEC_INLINE void pg_i8_stream(void *p, pg_i8 v, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_i8_stream_avx2(p, &v);
-        return;
-    }
-#endif
+    PG_AVX2_DO(pg_i8_stream_avx2(p, &v));
     (void)isa;
     pg_i8_stream16x2(p, v);
 }
@@ -663,39 +637,21 @@ PG_TARGET_AVX2_F16C static inline void pg_b8_to_h8_avx2(const void *p, pg_h8 *r)
 
 PG_VEC_INLINE pg_i8 pg_i8_set1(int32_t x, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_i8 r;
-        pg_i8_set1_avx2(x, &r);
-        return r;
-    }
-#endif
+    PG_AVX2_RETURN(pg_i8, pg_i8_set1_avx2(x, &pg_r_));
     (void)isa;
     return (pg_i8){x, x, x, x, x, x, x, x};
 }
 
 PG_VEC_INLINE pg_h8 pg_h8_set1(uint16_t x, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_h8 r;
-        pg_h8_set1_avx2(x, &r);
-        return r;
-    }
-#endif
+    PG_AVX2_RETURN(pg_h8, pg_h8_set1_avx2(x, &pg_r_));
     (void)isa;
     return (pg_h8){x, x, x, x, x, x, x, x};
 }
 
 PG_VEC_INLINE pg_h16 pg_h16_set1(uint16_t x, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_h16 r;
-        pg_h16_set1_avx2(x, &r);
-        return r;
-    }
-#endif
+    PG_AVX2_RETURN(pg_h16, pg_h16_set1_avx2(x, &pg_r_));
     (void)isa;
     return (pg_h16){x, x, x, x, x, x, x, x, x, x, x, x, x, x, x, x};
 }
@@ -703,13 +659,7 @@ PG_VEC_INLINE pg_h16 pg_h16_set1(uint16_t x, int isa)
 /* eight bytes at p widened to eight 16-bit or 32-bit lanes */
 PG_VEC_INLINE pg_h8 pg_b8_to_h8(const void *p, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_h8 r;
-        pg_b8_to_h8_avx2(p, &r);
-        return r;
-    }
-#endif
+    PG_AVX2_RETURN(pg_h8, pg_b8_to_h8_avx2(p, &pg_r_));
     (void)isa;
     pg_b8 b;
     memcpy(&b, p, 8);
@@ -718,13 +668,7 @@ PG_VEC_INLINE pg_h8 pg_b8_to_h8(const void *p, int isa)
 
 PG_VEC_INLINE pg_i8 pg_b8_to_i8(const void *p, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_i8 r;
-        pg_b8_to_i8_avx2(p, &r);
-        return r;
-    }
-#endif
+    PG_AVX2_RETURN(pg_i8, pg_b8_to_i8_avx2(p, &pg_r_));
     (void)isa;
     pg_b8 b;
     memcpy(&b, p, 8);
@@ -734,13 +678,7 @@ PG_VEC_INLINE pg_i8 pg_b8_to_i8(const void *p, int isa)
 /* m ? a : b, lane by lane (m: all ones or all zeros) */
 PG_VEC_INLINE pg_i8 pg_i8_select(pg_i8 m, pg_i8 a, pg_i8 b, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_i8 r;
-        pg_i8_select_avx2(&m, &a, &b, &r);
-        return r;
-    }
-#endif
+    PG_AVX2_RETURN(pg_i8, pg_i8_select_avx2(&m, &a, &b, &pg_r_));
     (void)isa;
     return (m & a) | (~m & b);
 }
@@ -748,13 +686,7 @@ PG_VEC_INLINE pg_i8 pg_i8_select(pg_i8 m, pg_i8 a, pg_i8 b, int isa)
 /* the larger of a and b, lane by lane, unsigned */
 PG_VEC_INLINE pg_u8 pg_u8_max(pg_u8 a, pg_u8 b, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_u8 r;
-        pg_u8_max_avx2(&a, &b, &r);
-        return r;
-    }
-#endif
+    PG_AVX2_RETURN(pg_u8, pg_u8_max_avx2(&a, &b, &pg_r_));
     (void)isa;
     const pg_u8 m = (pg_u8)(a > b);
     return (a & m) | (b & ~m);
@@ -763,12 +695,7 @@ PG_VEC_INLINE pg_u8 pg_u8_max(pg_u8 a, pg_u8 b, int isa)
 /* eight lanes of 0..255 stored as eight bytes; a then b (sixteen) as sixteen */
 PG_VEC_INLINE void pg_i8_bytes8(void *dst, pg_i8 c, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_i8_bytes8_avx2(&c, dst);
-        return;
-    }
-#endif
+    PG_AVX2_DO(pg_i8_bytes8_avx2(&c, dst));
     (void)isa;
     const pg_b8 b = __builtin_convertvector(c, pg_b8);
     memcpy(dst, &b, 8);
@@ -776,12 +703,7 @@ PG_VEC_INLINE void pg_i8_bytes8(void *dst, pg_i8 c, int isa)
 
 PG_VEC_INLINE void pg_i8x2_bytes16(void *dst, pg_i8 a, pg_i8 b, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_i8x2_bytes16_avx2(&a, &b, dst);
-        return;
-    }
-#endif
+    PG_AVX2_DO(pg_i8x2_bytes16_avx2(&a, &b, dst));
     pg_i8_bytes8(dst, a, isa);
     pg_i8_bytes8((char *)dst + 8, b, isa);
 }
@@ -789,13 +711,7 @@ PG_VEC_INLINE void pg_i8x2_bytes16(void *dst, pg_i8 a, pg_i8 b, int isa)
 /* the low 32 bits of the eight int64 lanes of a then b, in order */
 PG_VEC_INLINE pg_i8 pg_q4x2_lo32(pg_q4 a, pg_q4 b, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_i8 r;
-        pg_q4x2_lo32_avx2(&a, &b, &r);
-        return r;
-    }
-#endif
+    PG_AVX2_RETURN(pg_i8, pg_q4x2_lo32_avx2(&a, &b, &pg_r_));
     (void)isa;
     return PG_SHUF8((pg_i8)a, (pg_i8)b, 0, 2, 4, 6, 8, 10, 12, 14);
 }
@@ -803,12 +719,7 @@ PG_VEC_INLINE pg_i8 pg_q4x2_lo32(pg_q4 a, pg_q4 b, int isa)
 /* the lanes of a and b interleaved: *lo = a0 b0 a1 b1 a2 b2 a3 b3, *hi = a4 b4 ... a7 b7 */
 PG_VEC_INLINE void pg_i8_zip(pg_i8 a, pg_i8 b, pg_i8 *lo, pg_i8 *hi, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_i8_zip_avx2(&a, &b, lo, hi);
-        return;
-    }
-#endif
+    PG_AVX2_DO(pg_i8_zip_avx2(&a, &b, lo, hi));
     (void)isa;
     *lo = PG_SHUF8(a, b, 0, 8, 1, 9, 2, 10, 3, 11);
     *hi = PG_SHUF8(a, b, 4, 12, 5, 13, 6, 14, 7, 15);
@@ -836,13 +747,7 @@ PG_VEC_INLINE pg_h16 pg_h8_zip(pg_h8 a, pg_h8 b, int isa)
  * instructions in AVX code) */
 PG_VEC_INLINE pg_u8 pg_h8_to_u8(pg_h8 h, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_u8 r;
-        pg_h8_to_u8_avx2(&h, &r);
-        return r;
-    }
-#endif
+    PG_AVX2_RETURN(pg_u8, pg_h8_to_u8_avx2(&h, &pg_r_));
     (void)isa;
     return __builtin_convertvector(h, pg_u8);
 }
@@ -850,13 +755,7 @@ PG_VEC_INLINE pg_u8 pg_h8_to_u8(pg_h8 h, int isa)
 /* eight 32-bit lanes of 0..65535 narrowed to 16 bits */
 PG_VEC_INLINE pg_h8 pg_u8_to_h8(pg_u8 v, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_h8 r;
-        pg_u8_to_h8_avx2(&v, &r);
-        return r;
-    }
-#endif
+    PG_AVX2_RETURN(pg_h8, pg_u8_to_h8_avx2(&v, &pg_r_));
     (void)isa;
     return __builtin_convertvector(v, pg_h8);
 }
@@ -920,13 +819,7 @@ PG_TARGET_AVX2 static inline void pg_f8_load_bf16_avx2(const void *p, pg_f8 *v)
 
 PG_VEC_INLINE pg_f8 pg_f8_load_bf16(const void *p, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_f8 v;
-        pg_f8_load_bf16_avx2(p, &v);
-        return v;
-    }
-#endif
+    PG_AVX2_RETURN(pg_f8, pg_f8_load_bf16_avx2(p, &pg_r_));
     (void)isa;
     return pg_f8_from_bf16(pg_h8_load(p));
 }
@@ -976,12 +869,7 @@ PG_TARGET_AVX2 static inline void pg_f8_stream_avx2(void *p, const pg_f8 *v)
 
 PG_VEC_INLINE void pg_f8_stream(void *p, pg_f8 v, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_f8_stream_avx2(p, &v);
-        return;
-    }
-#endif
+    PG_AVX2_DO(pg_f8_stream_avx2(p, &v));
     (void)isa;
     pg_f4 lo, hi;
     memcpy(&lo, &v, 16);
@@ -1056,26 +944,14 @@ PG_TARGET_AVX2 static inline void pg_f8_set1_avx2(const float *x, pg_f8 *v)
  * widenings, and four inserts, of the generic forms in AVX2 code) */
 PG_VEC_INLINE pg_f8 pg_f8_from_bf16_isa(pg_h8 h, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_f8 v;
-        pg_f8_from_bf16_avx2(&h, &v);
-        return v;
-    }
-#endif
+    PG_AVX2_RETURN(pg_f8, pg_f8_from_bf16_avx2(&h, &pg_r_));
     (void)isa;
     return pg_f8_from_bf16(h);
 }
 
 PG_VEC_INLINE pg_f8 pg_f8_set1_isa(float x, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_f8 v;
-        pg_f8_set1_avx2(&x, &v);
-        return v;
-    }
-#endif
+    PG_AVX2_RETURN(pg_f8, pg_f8_set1_avx2(&x, &pg_r_));
     (void)isa;
     return pg_f8_set1(x);
 }
@@ -1083,13 +959,7 @@ PG_VEC_INLINE pg_f8 pg_f8_set1_isa(float x, int isa)
 /* lanes of b where m is all ones, of a where it is zero (m's lanes: 0 or -1) */
 PG_VEC_INLINE pg_f8 pg_f8_blend(pg_f8 a, pg_f8 b, pg_i8 m, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_f8 r;
-        pg_f8_blend_avx2(&a, &b, &m, &r);
-        return r;
-    }
-#endif
+    PG_AVX2_RETURN(pg_f8, pg_f8_blend_avx2(&a, &b, &m, &pg_r_));
     (void)isa;
     return (pg_f8)(((pg_i8)a & ~m) | ((pg_i8)b & m));
 }
@@ -1097,13 +967,7 @@ PG_VEC_INLINE pg_f8 pg_f8_blend(pg_f8 a, pg_f8 b, pg_i8 m, int isa)
 /* r[j] = v[i[j]], i's lanes 0 to 7 (AVX2: one vpermps; elsewhere lane by lane) */
 PG_VEC_INLINE pg_f8 pg_f8_permute(pg_f8 v, pg_i8 i, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_f8 r;
-        pg_f8_permute_avx2(&v, &i, &r);
-        return r;
-    }
-#endif
+    PG_AVX2_RETURN(pg_f8, pg_f8_permute_avx2(&v, &i, &pg_r_));
     (void)isa;
     pg_f8 r;
     for (int j = 0; j < 8; j++) r[j] = v[i[j] & 7];
@@ -1113,13 +977,7 @@ PG_VEC_INLINE pg_f8 pg_f8_permute(pg_f8 v, pg_i8 i, int isa)
 /* pg_f8_to_bf16's bits; AVX2 through pg_half.h's rounding and a pack (fewer instructions) */
 PG_VEC_INLINE pg_h8 pg_f8_to_bf16_isa(pg_f8 v, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_h8 h;
-        pg_f8_to_bf16_avx2(&v, &h);
-        return h;
-    }
-#endif
+    PG_AVX2_RETURN(pg_h8, pg_f8_to_bf16_avx2(&v, &pg_r_));
     (void)isa;
     return pg_f8_to_bf16(v);
 }
@@ -1174,13 +1032,7 @@ PG_TARGET_AVX2 static inline void pg_h8_load_tail_avx2(const uint16_t *p, const 
 
 PG_VEC_INLINE pg_f8 pg_f8_load_tail(const float *p, const pg_tail8 *t, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_f8 v;
-        pg_f8_load_tail_avx2(p, t, &v);
-        return v;
-    }
-#endif
+    PG_AVX2_RETURN(pg_f8, pg_f8_load_tail_avx2(p, t, &pg_r_));
     (void)isa;
     if (t->n == 8) return pg_f8_load(p);
     float b[8] = {0};
@@ -1190,13 +1042,7 @@ PG_VEC_INLINE pg_f8 pg_f8_load_tail(const float *p, const pg_tail8 *t, int isa)
 
 PG_VEC_INLINE pg_h8 pg_h8_load_tail(const uint16_t *p, const pg_tail8 *t, int isa)
 {
-#if PG_X86_DISPATCH
-    if (isa == PG_ISA_AVX2) {
-        pg_h8 h;
-        pg_h8_load_tail_avx2(p, t, &h);
-        return h;
-    }
-#endif
+    PG_AVX2_RETURN(pg_h8, pg_h8_load_tail_avx2(p, t, &pg_r_));
     (void)isa;
     if (t->n == 8) return pg_h8_load(p);
     uint16_t b[8] = {0};
