@@ -33,7 +33,7 @@ from ._validate import BFLOAT16
 # turned off leaves a call to the next form that its rules allow: the same bits, another
 # speed.
 FORMS = ("tstore", "tstore_d", "mixed_lanes", "folded", "flat_lanes", "flat_planes",
-         "plane", "sliding", "sparse", "stream", "tune",
+         "plane", "sliding", "stream", "tune",
          "lanes", "lanes_copy", "crun", "fused64", "single", "pairs", "strips", "narrow",
          "window", "lwindow", "lmixed")
 _off = frozenset()
@@ -969,20 +969,9 @@ def gather_blocks(dcov, hcov, D, H, row_len, planes, n_cpu, folded=False):
     return bd, bh, rows(bd, bh)
 
 
-# a max-pool scatter is sparse with at most one index per SPARSE_VALUES values of the plane;
-# its blocks of at least SPARSE_BLOCK_VALUES float32 sums then keep a map of the 8-value
-# groups added to, and the lines of the rest are stored as zeros without being read
+# a max-pool scatter is sparse with at most one index per SPARSE_VALUES values of the plane
+# (ops._MaxPoolBackward._scatter_kernel keeps such a scatter's NCHW plane rows, not lanes)
 SPARSE_VALUES = 32
-SPARSE_BLOCK_VALUES = 1 << 18
-
-
-def scatter_sparse(plane, n_out, block):
-    """Whether the max-pool scatter of n_out indices per plane of `plane` positions into
-    blocks of `block` values (lanes included) should map the groups it adds to.  Only for
-    blocks well past the L2, which only a single row longer than the scratch budget
-    makes: a block within the budget is read back faster than the map's branches are
-    taken."""
-    return n_out * SPARSE_VALUES <= plane and block >= SPARSE_BLOCK_VALUES and on("sparse")
 
 
 def scatter_blocks(H, row_len, planes, n_cpu, Ho=0):
@@ -1391,26 +1380,24 @@ def gather_choice(go6, gi6, kind, rnd, geometry, stream, region, big, tstore, fi
 class ScatterChoice:
     """The max-pool scatter's form for one call (MaxScatterKernel runs it as it is).
 
-    stream, region: the store form's flags; sparse: the region's blocks keep a map of the
-    groups they add to; window: NCHW planes whose windows, two wide, tile them are written
-    as a gather where their indices allow (_window_item); lwindow: its channels-last form
-    (_lwindow_run), with lmixed (grad_output and indices in NCHW planes) and flat (the flat
-    rows' table of window_spread, or None: vectors of lanes).
+    stream, region: the store form's flags; window: NCHW planes whose windows, two wide,
+    tile them are written as a gather where their indices allow (_window_item); lwindow: its
+    channels-last form (_lwindow_run), with lmixed (grad_output and indices in NCHW planes)
+    and flat (the flat rows' table of window_spread, or None: vectors of lanes).
     """
     item: str
     stream: bool
     region: bool
-    sparse: bool
     window: bool
     lwindow: bool
     lmixed: bool
     flat: object
 
 
-def scatter_choice(go6, ind6, gi6, kind, bh, stream, region, sparse, window, flat):
+def scatter_choice(go6, ind6, gi6, kind, bh, stream, region, window, flat):
     """The form of a planned max-pool gradient (ScatterChoice): its views, storage kind,
-    rows per block, store form; sparse (scatter_sparse), window (whether the gather forms
-    may run) and flat (window_spread's table, or None) from the op."""
+    rows per block, store form; window (whether the gather forms may run) and flat
+    (window_spread's table, or None) from the op."""
     n, c, d, hd, w, lanes = gi6.shape
     h, ho, wo = d * hd, go6.shape[2] * go6.shape[3], go6.shape[4]
     gs, xs, js = _elem_strides(go6), _elem_strides(gi6), _elem_strides(ind6)
@@ -1439,6 +1426,5 @@ def scatter_choice(go6, ind6, gi6, kind, bh, stream, region, sparse, window, fla
     mixed = bool(mixed and lwindow)
     item = ("lanes window, NCHW rows" if mixed else "lanes window" if lwindow
             else "window" if nchw else "scatter")
-    return ScatterChoice(item, bool(stream), bool(region),
-                         bool(sparse and region and kind != K_F64), nchw, lwindow, mixed,
+    return ScatterChoice(item, bool(stream), bool(region), nchw, lwindow, mixed,
                          flat if lwindow and flat_rows else None)

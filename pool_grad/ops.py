@@ -514,14 +514,13 @@ class _MaxPoolBackward(Operator):
         window = window and flat_2d
         flat = _plan.window_spread(ww, lanes, go6.shape[4], gi6.itemsize) if window else None
         nt = _threads.planned()
-        sparse = _plan.scatter_sparse(rows * ww, plane_out, bh * ww * lanes)
         return _plan.store_forms(
             gi6, nt, lambda limit: (_plan.streaming(gi6, nt, limit),
                                     _plan.streaming_region(gi6, nt, 0, limit)),
             lambda f: _kernels.MaxScatterKernel(
                 go6, ind6, gi6, _plan.KINDS[dt], bh,
                 _plan.scatter_choice(go6, ind6, gi6, _plan.KINDS[dt], bh, f[0], f[1],
-                                     sparse, window, flat))), (
+                                     window, flat))), (
             ("grad_output", go6), ("indices", ind6), ("grad_input", gi6))
 
     def _status(self, status):

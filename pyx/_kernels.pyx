@@ -201,13 +201,12 @@ cdef extern from "pg_scatter.h" nogil:
     int pg_scatter_fast(int kind)
     void pg_scatter_row(float* buf, const void* g, int kind, const void* j, int j64,
                         Py_ssize_t n, uint64_t lo, uint64_t span, Py_ssize_t lanes,
-                        Py_ssize_t dummy, uint8_t* map, Py_ssize_t mshift)
+                        Py_ssize_t dummy)
     void pg_scatter_lane_rows(float* buf, const void* g, Py_ssize_t gl, Py_ssize_t gt,
                               int kind, const void* j, Py_ssize_t jl, Py_ssize_t jt, int j64,
                               Py_ssize_t n, Py_ssize_t L, uint64_t lo, uint64_t span,
-                              Py_ssize_t dummy, uint8_t* map, Py_ssize_t mshift)
-    void pg_flush_block(float* buf, void* dst, Py_ssize_t n, int kind, int stream,
-                        uint8_t* map, Py_ssize_t mshift)
+                              Py_ssize_t dummy)
+    void pg_flush_block(float* buf, void* dst, Py_ssize_t n, int kind, int stream)
     Py_ssize_t pg_flush_shift(const void* dst, Py_ssize_t n, int kind)
     void pg_zero_f32(float* d, Py_ssize_t n)
     void pg_acc(float* b, float v)
@@ -1819,8 +1818,6 @@ cdef struct Scatter:
     int kind
     int stream
     int region      # stream each item's block of rows through the line writer
-    Py_ssize_t map_at   # sparse: the touched-groups map, in values from a thread's scratch
-    Py_ssize_t map_bytes
     int window          # the gather form (_window_item) where a plane's indices allow it
     int lwindow         # its channels-last form (_lwindow_run)
     int lmixed          # ... with grad_output and indices in NCHW planes (lanes apart)
@@ -1932,17 +1929,10 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
     cdef uint16_t* stage = <uint16_t*>(buf + g.bh * W * L + SCATTER_SLACK)
     cdef Py_ssize_t dummy = g.bh * W * L + SCATTER_DUMMY   # from buf, shifted or not
     cdef Py_ssize_t shift = 0
-    cdef uint8_t* amap = NULL
     if acc_t is float:
         if fk >= 0 and whole:
             # the block placed so that its loads and stores in pg_flush_block are aligned
             shift = pg_flush_shift(xb + h0 * W * L, nblk, fk)
-            # a sparse scatter (few indices per line of the block) marks the groups of 8
-            # values it adds to, and the flush stores the other lines as zeros without
-            # reading them; only where every row goes through pg_scatter_row (or
-            # pg_scatter_lane_rows)
-            if g.map_bytes and (gs4 == 1 and js4 == 1 or L > 1):
-                amap = <uint8_t*>(buf + g.map_at)
             buf = buf + shift
             dummy -= shift
     # float32 blocks of one run in an output in the cache (not streamed): the sums are
@@ -1971,8 +1961,7 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
         if L == 1:
             if acc_t is float:
                 if fk >= 0 and gs4 == 1 and js4 == 1:
-                    pg_scatter_row(tgt, gp, fk, jp, j64, Wo, lo, hi - lo, 1, dummy, amap,
-                                   shift)
+                    pg_scatter_row(tgt, gp, fk, jp, j64, Wo, lo, hi - lo, 1, dummy)
                     continue
             _scatter_row(tgt, gp, gs4, jp, js4, Wo, lo, hi - lo, kind, 1)
         else:
@@ -1980,7 +1969,7 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
                 if fk >= 0 and gs5 == 1 and js5 == 1:
                     for ow in range(Wo):
                         pg_scatter_row(tgt, gp + ow * gs4, fk, jp + ow * js4, j64, L, lo,
-                                       hi - lo, L, dummy, amap, shift)
+                                       hi - lo, L, dummy)
                     continue
                 if fk >= 0:
                     # grad_output or indices not channels-last (NCHW planes, say) into a
@@ -1988,7 +1977,7 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
                     # the values added to lie on a few lines (each value of the block gets
                     # the same additions in the same order as over the pixels' lanes)
                     pg_scatter_lane_rows(tgt, gp, gs5, gs4, fk, jp, js5, js4, j64, Wo, L, lo,
-                                         hi - lo, dummy, amap, shift)
+                                         hi - lo, dummy)
                     continue
             for ow in range(Wo):
                 _scatter_row(tgt, gp + ow * gs4, gs5, jp + ow * js4, js5, L, lo, hi - lo,
@@ -2001,17 +1990,16 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
             # follow each other in memory (streamed as a region, or not streamed), else
             # row by row
             if whole:
-                pg_flush_block(buf, xb + h0 * W * L, nblk, fk, 1, amap, shift)
+                pg_flush_block(buf, xb + h0 * W * L, nblk, fk, 1)
                 return
             if contig and not g.stream:
                 # one run too: 16-bit rows whose bytes are no multiple of 32 would each end
                 # in values rounded one at a time
-                pg_flush_block(buf, xb + h0 * W * L, nblk, fk, 0, NULL, 0)
+                pg_flush_block(buf, xb + h0 * W * L, nblk, fk, 0)
                 return
             for ih in range(h0, h1):
                 pg_flush_block(buf + (ih - h0) * W * L, xb + _row_at(ih, g.Hd, g.xs), W * L, fk,
-                               g.stream and W * L * <Py_ssize_t>sizeof(store_t) >= 256,
-                               NULL, 0)
+                               g.stream and W * L * <Py_ssize_t>sizeof(store_t) >= 256)
             return
     if acc_t is float:
         if (not dense and fk >= 0 and g.xs[4] == 1 and g.xs[3] == W and g.Hd == g.H
@@ -2262,8 +2250,6 @@ cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const S
             return
     if nt <= 1:
         memset(buf, 0, nblk * sizeof(acc_t))
-        if g.map_bytes:
-            memset(buf + g.map_at, 0, g.map_bytes)
         for item in range(n_items):
             if ok != NULL and ok[item // g.nbh]:
                 if not g.lwindow:
@@ -2275,8 +2261,6 @@ cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const S
     with parallel(num_threads=nt):
         buf = scratch + threadid() * per_thread
         memset(buf, 0, nblk * sizeof(acc_t))
-        if g.map_bytes:
-            memset(buf + g.map_at, 0, g.map_bytes)
         for item in prange(n_items, schedule='static'):
             if ok != NULL and ok[item // g.nbh]:
                 if not g.lwindow:
@@ -2418,7 +2402,7 @@ cdef class MaxScatterKernel(PlannedKernel):
         if kind == K_F32:   # the direct form may add into grad_input (_scatter_item)
             self._lock = threading.Lock()
         self._fill_windows(choice)
-        self._size_scratch(gi6, kind, choice)
+        self._size_scratch(gi6, kind)
         self.traffic = go6.nbytes + gi6.nbytes + ind6.nbytes
 
     cdef _set_arrays(self, go6, ind6, gi6, int kind):
@@ -2476,19 +2460,17 @@ cdef class MaxScatterKernel(PlannedKernel):
         if g.rows_rng:
             self.shared_bytes = (g.N * g.C * g.Ho * 16 + 63) // 64 * 64
 
-    cdef _size_scratch(self, gi6, int kind, choice):
+    cdef _size_scratch(self, gi6, int kind):
         """Scratch a thread, in 64-byte multiples: accumulation rows and SCATTER_SLACK
         values (room to shift them for pg_flush_block's alignment, and the scatter's slots
         for values outside), a 16-bit staging area for the block (one row unless the block
-        is streamed as a region), a sparse region's map (a byte per 8 values), and the
-        NCHW gather form's staging rows."""
+        is streamed as a region), and the NCHW gather form's staging rows."""
         g = &self.g
         cdef Py_ssize_t bh = g.bh
-        g.map_at = (bh * g.W * g.L + SCATTER_SLACK
-                    + ((bh if g.region else 1) * g.W * g.L + 1) // 2)
-        g.map_bytes = (bh * g.W * g.L + SCATTER_SLACK) // 8 + 2 if choice.sparse else 0
         cdef Py_ssize_t acc_size = 8 if kind == K_F64 else 4
-        cdef Py_ssize_t elems = (g.map_at + (g.map_bytes + 3) // 4 + 15) // 16 * 16
+        cdef Py_ssize_t elems = (bh * g.W * g.L + SCATTER_SLACK
+                                 + ((bh if g.region else 1) * g.W * g.L + 1) // 2
+                                 + 15) // 16 * 16
         g.w_at = elems
         if g.window:
             elems += (WINDOW_ROWS * g.W * gi6.itemsize // acc_size + 15) // 16 * 16

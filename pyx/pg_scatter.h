@@ -21,12 +21,6 @@
  * `stream`, the whole 64-byte lines of the run get streaming stores (the partial lines at
  * its two ends ordinary ones: their other bytes may be another thread's).
  *
- * The map (a sparse scatter into a large block, _plan.scatter_sparse): a byte per 8 values
- * of the block's scratch, counted from its 32-byte aligned start (buf - mshift), set by
- * pg_scatter_row for each value it adds to; pg_flush_block stores the lines whose groups
- * are all unset as zeros without reading them (the block is zero there) and clears the
- * others' bytes.  A byte left set only costs a read, never a wrong value.
- *
  * kind: 0 float32, 1 bfloat16, 2 float16.  Called only where pg_scatter_fast(kind) says so.
  * The gather forms further down (windows that tile the plane) are written the same way,
  * except the flat rows' write pass (pg_fwrite_row), AVX2 only for now.
@@ -129,17 +123,14 @@ PG_VEC_INLINE pg_uq4 pg_idx4(const void *j, ptrdiff_t i, int j64, pg_uq4 lo)
 PG_VEC_INLINE void pg_scatter_body(float *PG_RESTRICT buf, const void *g, int kind,
                                    const void *j, int j64, ptrdiff_t n, uint64_t lo,
                                    uint64_t span, ptrdiff_t lanes, int tstep,
-                                   ptrdiff_t dummy, uint8_t *PG_RESTRICT map,
-                                   ptrdiff_t mshift, int isa)
+                                   ptrdiff_t dummy, int isa)
 {
     /* value t of the row goes to position q of the block: buf[q] for a row of one lane,
      * buf[q * lanes + t] for the lanes of one pixel (channels-last, tstep 1), buf[q * lanes]
      * for a row of one lane of a channels-last block (tstep 0: buf points at the lane) */
 #define PG_AT(q, t) (lanes == 1 ? (ptrdiff_t)(q)                                            \
                      : (ptrdiff_t)(q) * lanes + (tstep ? (ptrdiff_t)(t) : 0))
-    /* with a map: the 8-value group of each position added to marked (pg_flush_block) */
-#define PG_ADD(at, v) do { const ptrdiff_t at_ = (at); pg_acc_isa(buf + at_, (v), isa); \
-                           if (map) map[(at_ + mshift) >> 3] = 1; } while (0)
+#define PG_ADD(at, v) pg_acc_isa(buf + (at), (v), isa)
     const pg_uq4 lov = {lo, lo, lo, lo}, spanv = {span, span, span, span};
     ptrdiff_t i = 0;
     for (; i + 4 <= n; i += 4) {
@@ -193,8 +184,7 @@ PG_VEC_INLINE void pg_scatter_lanes_body(float *PG_RESTRICT buf, const void *g, 
                                          ptrdiff_t gt, int kind, const void *j,
                                          ptrdiff_t jl, ptrdiff_t jt, int j64, ptrdiff_t n,
                                          ptrdiff_t L, uint64_t lo, uint64_t span,
-                                         ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift,
-                                         int rows, int isa)
+                                         ptrdiff_t dummy, int rows, int isa)
 {
     const ptrdiff_t es = kind ? 2 : 4, isz = j64 ? 8 : 4;
     int64_t jtile[PG_LTILE];
@@ -226,8 +216,7 @@ PG_VEC_INLINE void pg_scatter_lanes_body(float *PG_RESTRICT buf, const void *g, 
                 }
                 jr = (const char *)jtile;
             }
-            pg_scatter_body(buf + l, gr, kind, jr, j64, m, lo, span, L, 0, dummy - l, map,
-                            mshift + l, isa);
+            pg_scatter_body(buf + l, gr, kind, jr, j64, m, lo, span, L, 0, dummy - l, isa);
         }
     }
 }
@@ -275,33 +264,14 @@ PG_VEC_INLINE void pg_flush1(float *s, char *d, int kind, int isa)
 }
 
 PG_VEC_INLINE void pg_flush_body(float *PG_RESTRICT buf, char *PG_RESTRICT dst, ptrdiff_t n,
-                                 int kind, int stream, int zero, uint8_t *PG_RESTRICT map,
-                                 ptrdiff_t mshift, int isa)
+                                 int kind, int stream, int zero, int isa)
 {
     const ptrdiff_t es = kind ? 2 : 4, per = 64 / es;   /* values per 64-byte line */
     const ptrdiff_t head = stream ? pg_flush_head(dst, n, kind) : 0;
-    const pg_i8 z = {0, 0, 0, 0, 0, 0, 0, 0};
     ptrdiff_t i = 0;
     for (; i < head; i++) pg_flush1(buf + i, dst + i * es, kind, isa);
     for (; i + per <= n; i += per) {
         char *d = dst + i * es;
-        if (map) {
-            /* the line's 2 (float32) or 4 (16-bit) groups of 8 sums: none added to, all
-             * zero, stored without reading them */
-            uint8_t *mp = map + ((i + mshift) >> 3);
-            uint32_t any = 0;
-            if (per == 16) {
-                uint16_t u;
-                memcpy(&u, mp, 2);
-                any = u;
-            } else
-                memcpy(&any, mp, 4);
-            if (!any) {
-                pg_line_store(d, z, z, stream, isa);
-                continue;
-            }
-            memset(mp, 0, (size_t)per / 8);
-        }
         pg_line_store(d, pg_line_half(buf + i, kind, zero, isa),
                       pg_line_half(buf + i + per / 2, kind, zero, isa), stream, isa);
     }
@@ -329,10 +299,10 @@ PG_VEC_INLINE void pg_zero_body(float *d, ptrdiff_t n)
 }
 
 /* pg_flush_body with the kind a constant */
-#define PG_SC_FLUSH(s, z, m, ms, ISA) do {                                                  \
-        if (kind == 0) pg_flush_body(buf, d, n, 0, s, z, m, ms, ISA);                       \
-        else if (kind == 1) pg_flush_body(buf, d, n, 1, s, z, m, ms, ISA);                  \
-        else pg_flush_body(buf, d, n, 2, s, z, m, ms, ISA);                                 \
+#define PG_SC_FLUSH(s, z, ISA) do {                                                         \
+        if (kind == 0) pg_flush_body(buf, d, n, 0, s, z, ISA);                              \
+        else if (kind == 1) pg_flush_body(buf, d, n, 1, s, z, ISA);                         \
+        else pg_flush_body(buf, d, n, 2, s, z, ISA);                                        \
     } while (0)
 /* M(kind, j64, ISA) with both constants */
 #define PG_SC_KW(M, ISA)                                                                    \
@@ -342,41 +312,25 @@ PG_VEC_INLINE void pg_zero_body(float *d, ptrdiff_t n)
         if (kind == 0) M(0, 0, ISA); else if (kind == 1) M(1, 0, ISA); else M(2, 0, ISA);   \
     }
 #define PG_SC_ROW(k, w, ISA) \
-    pg_scatter_body(buf, g, k, j, w, n, lo, span, 1, 1, dummy, NULL, 0, ISA)
+    pg_scatter_body(buf, g, k, j, w, n, lo, span, 1, 1, dummy, ISA)
 #define PG_SC_LR(k, w, ISA) \
-    pg_scatter_lanes_body(buf, g, gl, 1, k, j, jl, 1, w, n, L, lo, span, dummy, map, mshift, \
-                          1, ISA)
+    pg_scatter_lanes_body(buf, g, gl, 1, k, j, jl, 1, w, n, L, lo, span, dummy, 1, ISA)
 
 /* One copy of the entry points per instruction set: the cases a loop runs most, the kind,
  * the index width and the lane layout, passed to the bodies as constants so that each loop
  * carries no test on them. */
 #define PG_SCATTER_ISA(SFX, ATTR, ISA)                                                      \
-/* with a map (a sparse scatter, a small part of its call's time): one loop, the kinds     \
- * tested inside */                                                                         \
-ATTR static void pg_scatter_mapped_##SFX(float *buf, const void *g, int kind, const void *j,\
-                                         int j64, ptrdiff_t n, uint64_t lo, uint64_t span, \
-                                         ptrdiff_t lanes, ptrdiff_t dummy, uint8_t *map,   \
-                                         ptrdiff_t mshift)                                 \
-{                                                                                           \
-    pg_scatter_body(buf, g, kind, j, j64, n, lo, span, lanes, 1, dummy, map, mshift, ISA);  \
-}                                                                                           \
 ATTR static void pg_scatter_lanes_##SFX(float *buf, const void *g, int kind, const void *j, \
                                         int j64, ptrdiff_t n, uint64_t lo, uint64_t span,  \
                                         ptrdiff_t lanes, ptrdiff_t dummy)                  \
 {                                                                                           \
-    if (j64) pg_scatter_body(buf, g, kind, j, 1, n, lo, span, lanes, 1, dummy, NULL, 0, ISA);\
-    else pg_scatter_body(buf, g, kind, j, 0, n, lo, span, lanes, 1, dummy, NULL, 0, ISA);   \
+    if (j64) pg_scatter_body(buf, g, kind, j, 1, n, lo, span, lanes, 1, dummy, ISA);        \
+    else pg_scatter_body(buf, g, kind, j, 0, n, lo, span, lanes, 1, dummy, ISA);            \
 }                                                                                           \
 ATTR static void pg_scatter_row_##SFX(float *buf, const void *g, int kind, const void *j,   \
                                       int j64, ptrdiff_t n, uint64_t lo, uint64_t span,    \
-                                      ptrdiff_t lanes, ptrdiff_t dummy, uint8_t *map,      \
-                                      ptrdiff_t mshift)                                    \
+                                      ptrdiff_t lanes, ptrdiff_t dummy)                    \
 {                                                                                           \
-    if (map) {                                                                              \
-        pg_scatter_mapped_##SFX(buf, g, kind, j, j64, n, lo, span, lanes, dummy, map,       \
-                                mshift);                                                    \
-        return;                                                                             \
-    }                                                                                       \
     if (lanes != 1) {                                                                       \
         pg_scatter_lanes_##SFX(buf, g, kind, j, j64, n, lo, span, lanes, dummy);            \
         return;                                                                             \
@@ -387,32 +341,27 @@ ATTR static void pg_scatter_lane_rows_##SFX(float *buf, const void *g, ptrdiff_t
                                             ptrdiff_t gt, int kind, const void *j,          \
                                             ptrdiff_t jl, ptrdiff_t jt, int j64,            \
                                             ptrdiff_t n, ptrdiff_t L, uint64_t lo,          \
-                                            uint64_t span, ptrdiff_t dummy, uint8_t *map,   \
-                                            ptrdiff_t mshift)                               \
+                                            uint64_t span, ptrdiff_t dummy)                 \
 {                                                                                           \
-    if (map || gt != 1 || jt != 1) {                                                        \
+    if (gt != 1 || jt != 1) {                                                               \
         pg_scatter_lanes_body(buf, g, gl, gt, kind, j, jl, jt, j64, n, L, lo, span, dummy,  \
-                              map, mshift, 0, ISA);                                         \
+                              0, ISA);                                                      \
         return;                                                                             \
     }                                                                                       \
     PG_SC_KW(PG_SC_LR, ISA) /* rows in planes */                                            \
 }                                                                                           \
 ATTR static void pg_flush_block_##SFX(float *buf, void *dst, ptrdiff_t n, int kind,         \
-                                      int stream, uint8_t *map, ptrdiff_t mshift)           \
+                                      int stream)                                           \
 {                                                                                           \
     char *d = (char *)dst;                                                                  \
     /* buf cleared in the same pass only where its loads and stores are 32-byte aligned    \
      * (misaligned ones between streaming stores cost more than a separate clear) */        \
     const ptrdiff_t head = stream ? pg_flush_head(dst, n, kind) : 0;                        \
     const int zero = ((uintptr_t)(buf + head) & 31u) == 0;                                  \
-    /* the map read only for a streamed block whose whole lines start at its groups of 8   \
-     * (each case its own loop: no test on the map in the others) */                        \
-    if (map && stream && zero && !((head + mshift) & 7))                                    \
-        PG_SC_FLUSH(1, 1, map, mshift, ISA);                                                \
-    else if (stream)                                                                        \
-        PG_SC_FLUSH(1, zero, NULL, 0, ISA);                                                 \
+    if (stream)                                                                             \
+        PG_SC_FLUSH(1, zero, ISA);                                                          \
     else                                                                                    \
-        PG_SC_FLUSH(0, zero, NULL, 0, ISA);                                                 \
+        PG_SC_FLUSH(0, zero, ISA);                                                          \
 }                                                                                           \
 ATTR static void pg_zero_f32_##SFX(float *d, ptrdiff_t n) { pg_zero_body(d, n); }
 
@@ -438,30 +387,28 @@ PG_SCATTER_ISA(avx2, PG_TARGET_AVX2_F16C, PG_ISA_AVX2)
 
 static void pg_scatter_row(float *buf, const void *g, int kind, const void *j, int j64,
                            ptrdiff_t n, uint64_t lo, uint64_t span, ptrdiff_t lanes,
-                           ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
+                           ptrdiff_t dummy)
 {
-    PG_SC_CALL(pg_scatter_row, kind,
-               (buf, g, kind, j, j64, n, lo, span, lanes, dummy, map, mshift));
+    PG_SC_CALL(pg_scatter_row, kind, (buf, g, kind, j, j64, n, lo, span, lanes, dummy));
     (void)buf; (void)g; (void)j; (void)j64; (void)n; (void)lo; (void)span; (void)lanes;
-    (void)dummy; (void)map; (void)mshift;
+    (void)dummy;
 }
 
 static void pg_scatter_lane_rows(float *buf, const void *g, ptrdiff_t gl, ptrdiff_t gt,
                                  int kind, const void *j, ptrdiff_t jl, ptrdiff_t jt, int j64,
                                  ptrdiff_t n, ptrdiff_t L, uint64_t lo, uint64_t span,
-                                 ptrdiff_t dummy, uint8_t *map, ptrdiff_t mshift)
+                                 ptrdiff_t dummy)
 {
     PG_SC_CALL(pg_scatter_lane_rows, kind,
-               (buf, g, gl, gt, kind, j, jl, jt, j64, n, L, lo, span, dummy, map, mshift));
+               (buf, g, gl, gt, kind, j, jl, jt, j64, n, L, lo, span, dummy));
     (void)buf; (void)g; (void)gl; (void)gt; (void)j; (void)jl; (void)jt; (void)j64; (void)n;
-    (void)L; (void)lo; (void)span; (void)dummy; (void)map; (void)mshift;
+    (void)L; (void)lo; (void)span; (void)dummy;
 }
 
-static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int stream,
-                           uint8_t *map, ptrdiff_t mshift)
+static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int stream)
 {
-    PG_SC_CALL(pg_flush_block, kind, (buf, dst, n, kind, stream, map, mshift));
-    (void)buf; (void)dst; (void)n; (void)stream; (void)map; (void)mshift;
+    PG_SC_CALL(pg_flush_block, kind, (buf, dst, n, kind, stream));
+    (void)buf; (void)dst; (void)n; (void)stream;
 }
 
 static void pg_zero_f32(float *d, ptrdiff_t n)

@@ -1,8 +1,8 @@
 """Every kernel form gives the same bits (docs/forms.md): each call planned as it is and
 with each form of _plan.FORMS turned off, in every dtype and layout, stored through the
 cache and streamed, on 1 and 3 threads, with the SIMD loops and without; and the plan
-value that names the choices (op.plan).  The calls reach every form but `crun` and
-`sparse` (test_kernel_paths.py compares those with their plain loops)."""
+value that names the choices (op.plan).  The calls reach every form but `crun`
+(test_kernel_paths.py compares it with its plain loops)."""
 import dataclasses
 
 import numpy as np

@@ -1664,14 +1664,14 @@ def test_max_pool_channels_last_into_nchw_as_lanes_gives_the_rows_bits(dtype, id
 # forward returns its indices, or any strides) into a channels-last grad_input (np.empty_like
 # of a channels-last x): a few columns of every lane at a time, columns apart gathered first
 # (pg_scatter.h's pg_scatter_lane_rows); 8 lanes with rows shorter than a tile, 13 lanes
-# with 2.5 tiles a row, 64 lanes, and a sparse scatter (its map, under "sparse")
+# with 2.5 tiles a row, 64 lanes, and a sparse scatter (3x3 indices into 30x30 planes)
 NCHW_INTO_CL = [((2, 8, 12, 10), (6, 5)), ((1, 13, 9, 40), (9, 20)),
                 ((1, 64, 40, 36), (20, 18)), ((2, 16, 30, 30), (3, 3))]
 NCHW_INTO_CL_READS = [("c", "c"), ("channels_last", "c"), ("c", "channels_last"),
                       ("sliced", "c"), ("c", "negative")]
 
 
-@pytest.mark.parametrize("mode", ["whole", "split", "sparse", "baseline"])
+@pytest.mark.parametrize("mode", ["whole", "split", "stream", "baseline"])
 @pytest.mark.parametrize("idx_dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_max_pool_nchw_into_channels_last_gives_the_lanes_bits(dtype, idx_dtype, mode,
@@ -1679,8 +1679,8 @@ def test_max_pool_nchw_into_channels_last_gives_the_lanes_bits(dtype, idx_dtype,
     """grad_output and indices in NCHW planes (or one of them channels-last, or strided)
     into a channels-last grad_input: the reference's values and the bits of the
     all-channels-last call, repeated indices summed in the same order, 1 and 2 threads,
-    whole planes, blocks of rows (split), the sparse map, the baseline loops; a bad index (past the
-    plane, or negative) still raises and leaves grad_input as it was."""
+    whole planes, blocks of rows (split), streamed blocks, the baseline loops; a bad index
+    (past the plane, or negative) still raises and leaves grad_input as it was."""
     rng = np.random.default_rng(36)
     calls = []
     for x_shape, o in NCHW_INTO_CL:
@@ -1701,10 +1701,8 @@ def test_max_pool_nchw_into_channels_last_gives_the_lanes_bits(dtype, idx_dtype,
         monkeypatch.setattr(functions, "_cache", {})
     elif mode == "split":
         request.getfixturevalue("split_items")
-    elif mode == "sparse":
+    elif mode == "stream":
         request.getfixturevalue("stream_regions")
-        monkeypatch.setattr(_plan, "SPARSE_BLOCK_VALUES", 0)
-        assert _plan.scatter_sparse(30 * 30, 3 * 3, 30 * 16)
     elif mode == "baseline":
         request.getfixturevalue("baseline_simd")
     for g, idx, x_shape, want in calls:
@@ -2618,10 +2616,8 @@ def small_blocks(monkeypatch):
 
 
 @pytest.fixture
-def stream_small_blocks(stream_regions, small_blocks, monkeypatch):
-    """Streamed max-pool blocks of a few rows, the sparse ones with a map of the lines
-    added to (_plan.scatter_sparse) whatever their size."""
-    monkeypatch.setattr(_plan, "SPARSE_BLOCK_VALUES", 0)
+def stream_small_blocks(stream_regions, small_blocks):
+    """Streamed max-pool blocks of a few rows."""
 
 
 @pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
@@ -2634,7 +2630,7 @@ def test_avx2_scatter_gives_the_same_bits_as_baseline(dtype, mode, request):
     baseline ones: repeated indices, int32 and int64 indices, grad_input at every offset
     from a cache line (the streamed block shifted in the scratch), rows of every length
     mod 4, channels-last lanes, special values, blocks that hold only part of the
-    indices, and sparse planes (streamed blocks with a map of the lines added to)."""
+    indices, and sparse planes."""
     if mode:
         request.getfixturevalue(mode)
     rng = np.random.default_rng(15)
