@@ -1394,6 +1394,12 @@ class ScatterChoice:
     flat: object
 
 
+# the channels-last gather form's flat rows are planned only with AVX2: the 128-bit copies
+# (their permutes and byte shuffles lane by lane) took 0.9-1.55x the scatter's time
+# (docs/performance.md); True plans them there too (for tests)
+FLAT_ROWS_BASELINE = False
+
+
 def scatter_choice(go6, ind6, gi6, kind, bh, stream, region, window, flat):
     """The form of a planned max-pool gradient (ScatterChoice): its views, storage kind,
     rows per block, store form; window (whether the gather forms may run) and flat
@@ -1417,10 +1423,12 @@ def scatter_choice(go6, ind6, gi6, kind, bh, stream, region, window, flat):
     positions = (h // ho) * (w // wo) if ho and wo else 0
     flat_rows = (flat is not None and 1 < lanes < 16 and lanes % 8 != 0 and positions <= 16
                  and gs[4] == lanes and js[4] == lanes and xs[4] == lanes)
+    flat_simd = FLAT_ROWS_BASELINE or _kernels.simd_in_use() == "avx2"
     lane_rows = lanes >= 8 and (positions <= 4 or lanes * es >= 128)
     mixed = (lane_rows and on("lmixed") and wo >= 8 and xs[5] == 1 and gs[4] == 1
              and js[4] == 1 and gs[5] != 1 and js[5] != 1)
-    lwindow = bool(window and on("lwindow") and fast and c == 1 and (flat_rows or lane_rows)
+    lwindow = bool(window and on("lwindow") and fast and c == 1
+                   and (flat_rows and flat_simd or lane_rows and not flat_rows)
                    and ho > 0 and wo > 0 and h % ho == 0 and w % wo == 0 and positions <= 64
                    and (gs[5] == 1 and js[5] == 1 or mixed) and xs[5] == 1)
     mixed = bool(mixed and lwindow)

@@ -22,8 +22,7 @@
  * its two ends ordinary ones: their other bytes may be another thread's).
  *
  * kind: 0 float32, 1 bfloat16, 2 float16.  Called only where pg_scatter_fast(kind) says so.
- * The gather forms further down (windows that tile the plane) are written the same way,
- * except the flat rows' write pass (pg_fwrite_row), AVX2 only for now.
+ * The gather forms further down (windows that tile the plane) are written the same way.
  */
 #ifndef PG_SCATTER_H
 #define PG_SCATTER_H
@@ -456,12 +455,12 @@ PG_VEC_INLINE pg_i8 pg_wcode8(pg_i8 x, pg_i8 cur, ptrdiff_t W, ptrdiff_t kh, ptr
      * row matches (W >= kw) */
     if (kh2) {
         const pg_i8 q1 = q - wv;
-        c = pg_i8_select((pg_i8)(kwf > (q ^ flip)), q, c, isa);
-        return pg_i8_select((pg_i8)(kwf > (q1 ^ flip)), q1 + kwv, c, isa);
+        c = pg_i8_select(pg_i8_gt(kwf, q ^ flip, isa), q, c, isa);
+        return pg_i8_select(pg_i8_gt(kwf, q1 ^ flip, isa), q1 + kwv, c, isa);
     }
     pg_i8 cr = pg_i8_set1(0, isa);
     for (ptrdiff_t r = 0; r < kh; r++) {
-        c = pg_i8_select((pg_i8)(kwf > (q ^ flip)), q + cr, c, isa);
+        c = pg_i8_select(pg_i8_gt(kwf, q ^ flip, isa), q + cr, c, isa);
         q = q - wv;
         cr = cr + kwv;
     }
@@ -938,8 +937,8 @@ PG_VEC_INLINE void pg_lwrite_row_in(void *dst, ptrdiff_t rs, ptrdiff_t xs, const
  * input row r, the value where the code is r * kw + c, +0.0 elsewhere.  The values plus
  * zero and +0.0 elsewhere, as pg_lwrite_row; a staging buffer of PG_FCOLS columns makes
  * the rows' stores one row after another.  Streaming stores if `stream` (dst, rs and the
- * row 16-byte multiples).  (pg_fwrite_row is AVX2 only, with its byte shuffles: elsewhere
- * pg_fcode_row answers 0 and the caller scatters.)
+ * row 16-byte multiples).  The gathers are the layer's spreads (pg_vec.h: AVX2's permutes
+ * and byte shuffles).
  */
 PG_VEC_INLINE int pg_fcode_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
                                 ptrdiff_t n, ptrdiff_t L, ptrdiff_t base, ptrdiff_t W,
@@ -972,7 +971,7 @@ PG_VEC_INLINE int pg_fcode_body(uint8_t *PG_RESTRICT code, const void *j, int j6
                       &top, isa);
         rem = rem + dr;
         cur = cur + dc;
-        const pg_i8 carry = (pg_i8)(rem > lm1);
+        const pg_i8 carry = pg_i8_gt(rem, lm1, isa);
         rem = rem - (carry & lv);
         cur = cur + (carry & kwv);
     }
@@ -1003,6 +1002,97 @@ PG_VEC_INLINE int pg_fcode_row_in(uint8_t *code, const void *j, int j64, ptrdiff
     }
     if (j64) return pg_fcode_body(code, j, 1, n, L, base, W, kh, kw, isa);
     return pg_fcode_body(code, j, 0, n, L, base, W, kh, kw, isa);
+}
+
+#define PG_FCOLS 512   /* staged columns (a multiple of 16) */
+
+PG_VEC_INLINE void pg_fwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, const char *g,
+                                  const uint8_t *code, const int64_t *sp, ptrdiff_t n,
+                                  int kind, int stream, int wide, ptrdiff_t kh, ptrdiff_t kw,
+                                  int isa)
+{
+    const ptrdiff_t es = kind ? 2 : 4, B = kind ? 16 : 8;
+    const ptrdiff_t nblk = (n + B - 1) / B, per = PG_FCOLS / B;
+    const pg_f8 zero = pg_f8_set1(0.0f);
+    __attribute__((aligned(32))) uint8_t vbuf[PG_FCOLS * 4], qbuf[PG_FCOLS * 4];
+    for (ptrdiff_t b0 = 0; b0 < nblk; b0 += per) {
+        const ptrdiff_t b1 = b0 + per < nblk ? b0 + per : nblk;
+        /* each block's values (plus zero) and codes, gathered to its columns */
+        for (ptrdiff_t b = b0; b < b1; b++) {
+            const int64_t *t = sp + 9 * b;
+            void *vs = __builtin_assume_aligned(vbuf + (b - b0) * 32, 32);
+            void *qs = __builtin_assume_aligned(qbuf + (b - b0) * 32, 32);
+            const uint8_t *cp = code + t[0];
+            if (kind == 0) {
+                /* (the value plus zero, lane by lane: the same after the spread) */
+                const pg_f8 v = zero + pg_f8_spread((const float *)g + t[0], t + 1, wide, isa);
+                const pg_i8 q = pg_b8_spread(cp, t + 1, wide, isa);
+                memcpy(vs, &v, 32);
+                memcpy(qs, &q, 32);
+                continue;
+            }
+            const uint16_t *s = (const uint16_t *)g + t[0];
+            const pg_h8 va = pg_h16_plus0(pg_h8_load(s), kind, isa);
+            const pg_h8 vb = wide ? pg_h16_plus0(pg_h8_load(s + 8), kind, isa) : va;
+            const pg_h16 v = pg_h16_spread(va, vb, t + 1, wide, isa);
+            const pg_h16 q = pg_b8_spread16(cp, t + 1, wide, isa);
+            memcpy(vs, &v, 32);
+            memcpy(qs, &q, 32);
+        }
+        /* then each input row's blocks: the value where the code is r * kw + c */
+        for (ptrdiff_t r = 0; r < kh; r++) {
+            char *row = dst + r * rs * es;
+            const pg_i8 rk = pg_i8_set1((int32_t)(r * kw), isa);
+            const pg_h16 rk16 = pg_h16_set1((uint16_t)(r * kw), isa);
+            for (ptrdiff_t b = b0; b < b1; b++) {
+                const int64_t *t = sp + 9 * b;
+                const ptrdiff_t j = b * B + B <= n ? b * B : n - B;
+                const void *vs = __builtin_assume_aligned(vbuf + (b - b0) * 32, 32);
+                const void *qs = __builtin_assume_aligned(qbuf + (b - b0) * 32, 32);
+                pg_i8 x;
+                if (kind == 0) {
+                    pg_i8 cpos, v, q;
+                    memcpy(&cpos, t + 5, 32);
+                    memcpy(&v, vs, 32);
+                    memcpy(&q, qs, 32);
+                    x = pg_i8_eq(q, cpos + rk, isa) & v;
+                } else {
+                    pg_h16 cpos, v, q;
+                    memcpy(&cpos, t + 5, 32);
+                    memcpy(&v, vs, 32);
+                    memcpy(&q, qs, 32);
+                    x = (pg_i8)(pg_h16_eq(q, cpos + rk16, isa) & v);
+                }
+                if (stream) pg_i8_stream16x2(row + j * es, x);
+                else memcpy(row + j * es, &x, 32);
+            }
+        }
+    }
+}
+
+PG_VEC_INLINE void pg_fwrite_row_in(void *dst, ptrdiff_t rs, const void *g,
+                                    const uint8_t *code, const int64_t *sp, ptrdiff_t n,
+                                    int kind, int stream, int wide, ptrdiff_t kh, ptrdiff_t kw,
+                                    int isa)
+{
+    const ptrdiff_t es = kind ? 2 : 4;
+    stream = stream && ((uintptr_t)dst % 16u) == 0 && (rs * es) % 16 == 0 && (n * es) % 16 == 0;
+#define PG_FW(k, s, w, h, kw_) pg_fwrite_body((char *)dst, rs, (const char *)g, code, sp, n, \
+                                              k, s, w, h, kw_, isa)
+#define PG_FW_KIND(s, w, h, kw_) do {                                                      \
+        if (kind == 0) PG_FW(0, s, w, h, kw_);                                              \
+        else if (kind == 1) PG_FW(1, s, w, h, kw_);                                         \
+        else PG_FW(2, s, w, h, kw_);                                                        \
+    } while (0)
+    if (kh == 2 && kw == 2) {
+        if (stream) { if (wide) PG_FW_KIND(1, 1, 2, 2); else PG_FW_KIND(1, 0, 2, 2); }
+        else { if (wide) PG_FW_KIND(0, 1, 2, 2); else PG_FW_KIND(0, 0, 2, 2); }
+    } else {
+        if (stream) PG_FW_KIND(1, wide, kh, kw);
+        else PG_FW_KIND(0, wide, kh, kw);
+    }
+#undef PG_FW_KIND
+#undef PG_FW
 }
 
 /* one copy of the gather forms' entry points per instruction set */
@@ -1048,6 +1138,13 @@ ATTR static int pg_fcode_row_##SFX(uint8_t *code, const void *j, int j64, ptrdif
                                    ptrdiff_t kw)                                            \
 {                                                                                           \
     return pg_fcode_row_in(code, j, j64, n, L, base, W, kh, kw, ISA);                       \
+}                                                                                           \
+ATTR static void pg_fwrite_row_##SFX(void *dst, ptrdiff_t rs, const void *g,                \
+                                     const uint8_t *code, const int64_t *sp, ptrdiff_t n,   \
+                                     int kind, int stream, int wide, ptrdiff_t kh,          \
+                                     ptrdiff_t kw)                                          \
+{                                                                                           \
+    pg_fwrite_row_in(dst, rs, g, code, sp, n, kind, stream, wide, kh, kw, ISA);             \
 }
 
 PG_GATHER_ISA(base, , PG_ISA_BASE)
@@ -1056,140 +1153,10 @@ PG_GATHER_ISA(avx2, PG_TARGET_AVX2_F16C, PG_ISA_AVX2)
 #endif
 #endif
 
-#if PG_X86_DISPATCH
-/* the flat rows' write pass, AVX2 only (its gathers are byte shuffles within 128-bit
- * lanes, vpshufb, and 32-bit permutes, vpermps, that the vector layer does not have yet) */
-/* 32 bytes at a 16-byte boundary, streamed */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_fw_stream32(char *d, __m256i v)
-{
-    _mm_stream_si128((__m128i *)d, _mm256_castsi256_si128(v));
-    _mm_stream_si128((__m128i *)(d + 16), _mm256_extracti128_si256(v, 1));
-}
-
-/* eight 16-bit values plus zero, as pg_h16_plus0 */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m128i pg_fw_plus0(__m128i h, int kind)
-{
-    pg_h8 v, r;
-    memcpy(&v, &h, 16);
-    r = pg_h16_plus0(v, kind, PG_ISA_AVX2);
-    memcpy(&h, &r, 16);
-    return h;
-}
-
-#define PG_FCOLS 512   /* staged columns (a multiple of 16) */
-
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_fwrite_body(char *PG_RESTRICT dst, ptrdiff_t rs, const char *g,
-                                  const uint8_t *code, const int64_t *sp, ptrdiff_t n,
-                                  int kind, int stream, int wide, ptrdiff_t kh, ptrdiff_t kw)
-{
-    const ptrdiff_t es = kind ? 2 : 4, B = kind ? 16 : 8;
-    const ptrdiff_t nblk = (n + B - 1) / B, per = PG_FCOLS / B;
-    const __m256 zero = _mm256_setzero_ps();
-    const __m256i c70 = _mm256_set1_epi8(0x70), c16 = _mm256_set1_epi8(16);
-    __attribute__((aligned(32))) uint8_t vbuf[PG_FCOLS * 4], qbuf[PG_FCOLS * 4];
-    for (ptrdiff_t b0 = 0; b0 < nblk; b0 += per) {
-        const ptrdiff_t b1 = b0 + per < nblk ? b0 + per : nblk;
-        for (ptrdiff_t b = b0; b < b1; b++) {
-            const int64_t *t = sp + 9 * b;
-            __m256i *vs = (__m256i *)(vbuf + (b - b0) * 32), *qs = (__m256i *)(qbuf + (b - b0) * 32);
-            const uint8_t *cp = code + t[0];
-            if (kind == 0) {
-                const __m256i ix = _mm256_loadu_si256((const __m256i *)(t + 1));
-                const float *s = (const float *)g + t[0];
-                __m256 v = _mm256_permutevar8x32_ps(_mm256_add_ps(zero, _mm256_loadu_ps(s)), ix);
-                __m256i q = _mm256_permutevar8x32_epi32(
-                    _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)cp)), ix);
-                if (wide) {
-                    const __m256 m = _mm256_castsi256_ps(_mm256_slli_epi32(ix, 28));
-                    v = _mm256_blendv_ps(v, _mm256_permutevar8x32_ps(
-                        _mm256_add_ps(zero, _mm256_loadu_ps(s + 8)), ix), m);
-                    q = _mm256_castps_si256(_mm256_blendv_ps(
-                        _mm256_castsi256_ps(q),
-                        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(
-                            _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(cp + 8))),
-                            ix)), m));
-                }
-                _mm256_store_ps((float *)vs, v);
-                _mm256_store_si256(qs, q);
-                continue;
-            }
-            const __m256i c = _mm256_loadu_si256((const __m256i *)(t + 1));
-            const uint16_t *s = (const uint16_t *)g + t[0];
-            const __m256i a = _mm256_broadcastsi128_si256(
-                pg_fw_plus0(_mm_loadu_si128((const __m128i *)s), kind));
-            const __m256i qa = _mm256_broadcastsi128_si256(
-                _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)cp)));
-            __m256i v, q;
-            if (!wide) {
-                v = _mm256_shuffle_epi8(a, c);
-                q = _mm256_shuffle_epi8(qa, c);
-            } else {
-                const __m256i b8 = _mm256_broadcastsi128_si256(
-                    pg_fw_plus0(_mm_loadu_si128((const __m128i *)(s + 8)), kind));
-                const __m256i qb = _mm256_broadcastsi128_si256(
-                    _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)(cp + 8))));
-                const __m256i ca = _mm256_adds_epu8(c, c70), cb = _mm256_sub_epi8(c, c16);
-                v = _mm256_or_si256(_mm256_shuffle_epi8(a, ca), _mm256_shuffle_epi8(b8, cb));
-                q = _mm256_or_si256(_mm256_shuffle_epi8(qa, ca), _mm256_shuffle_epi8(qb, cb));
-            }
-            _mm256_store_si256(vs, v);
-            _mm256_store_si256(qs, q);
-        }
-        for (ptrdiff_t r = 0; r < kh; r++) {
-            char *row = dst + r * rs * es;
-            for (ptrdiff_t b = b0; b < b1; b++) {
-                const int64_t *t = sp + 9 * b;
-                const ptrdiff_t j = b * B + B <= n ? b * B : n - B;
-                const __m256i cpos = _mm256_loadu_si256((const __m256i *)(t + 5));
-                const __m256i v = _mm256_load_si256((const __m256i *)(vbuf + (b - b0) * 32));
-                const __m256i q = _mm256_load_si256((const __m256i *)(qbuf + (b - b0) * 32));
-                const __m256i want = kind == 0
-                    ? _mm256_add_epi32(cpos, _mm256_set1_epi32((int)(r * kw)))
-                    : _mm256_add_epi16(cpos, _mm256_set1_epi16((short)(r * kw)));
-                const __m256i x = _mm256_and_si256(
-                    kind == 0 ? _mm256_cmpeq_epi32(q, want) : _mm256_cmpeq_epi16(q, want), v);
-                if (stream) pg_fw_stream32(row + j * es, x);
-                else _mm256_storeu_si256((__m256i *)(row + j * es), x);
-            }
-        }
-    }
-}
-
-__attribute__((target("avx2,f16c")))
-static void pg_fwrite_row_avx2(void *dst, ptrdiff_t rs, const void *g, const uint8_t *code,
-                               const int64_t *sp, ptrdiff_t n, int kind, int stream, int wide,
-                               ptrdiff_t kh, ptrdiff_t kw)
-{
-    const ptrdiff_t es = kind ? 2 : 4;
-    stream = stream && ((uintptr_t)dst % 16u) == 0 && (rs * es) % 16 == 0 && (n * es) % 16 == 0;
-#define PG_FW(k, s, w, h, kw_) pg_fwrite_body((char *)dst, rs, (const char *)g, code, sp, n, \
-                                              k, s, w, h, kw_)
-#define PG_FW_KIND(s, w, h, kw_) do {                                                      \
-        if (kind == 0) PG_FW(0, s, w, h, kw_);                                              \
-        else if (kind == 1) PG_FW(1, s, w, h, kw_);                                         \
-        else PG_FW(2, s, w, h, kw_);                                                        \
-    } while (0)
-    if (kh == 2 && kw == 2) {
-        if (stream) { if (wide) PG_FW_KIND(1, 1, 2, 2); else PG_FW_KIND(1, 0, 2, 2); }
-        else { if (wide) PG_FW_KIND(0, 1, 2, 2); else PG_FW_KIND(0, 0, 2, 2); }
-    } else {
-        if (stream) PG_FW_KIND(1, wide, kh, kw);
-        else PG_FW_KIND(0, wide, kh, kw);
-    }
-#undef PG_FW_KIND
-#undef PG_FW
-}
-
-#endif
-
 /* The gather forms' entry points: the AVX2 copies where the CPU has AVX2 and F16C (and they
- * are allowed), else the baseline ones.  Without the vector layer, and for flat rows
- * without AVX2, the codes' passes answer 0 (not every index in its own window) and the
- * caller scatters every plane; the write passes run only for planes a codes' pass
- * answered 1 for, under the same choice. */
+ * are allowed), else the baseline ones.  Without the vector layer the codes' passes answer
+ * 0 (not every index in its own window) and the caller scatters every plane; the write
+ * passes run only for planes a codes' pass answered 1 for, under the same choice. */
 static inline int pg_gather_isa(void)
 {
 #if PG_X86_DISPATCH
@@ -1242,10 +1209,7 @@ static int pg_fcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t n, ptrd
                         ptrdiff_t base, ptrdiff_t W, ptrdiff_t kh, ptrdiff_t kw)
 {
     (void)code; (void)j; (void)j64; (void)n; (void)L; (void)base; (void)W; (void)kh; (void)kw;
-#if PG_X86_DISPATCH
-    if (pg_gather_isa() == 2) return pg_fcode_row_avx2(code, j, j64, n, L, base, W, kh, kw);
-#endif
-    return 0;   /* pg_fwrite_row is AVX2 only */
+    PG_GATHER(pg_fcode_row, (code, j, j64, n, L, base, W, kh, kw));
 }
 
 static void pg_lanes_gather(void *t, const void *g, ptrdiff_t gl, ptrdiff_t Wo, ptrdiff_t L,
@@ -1270,9 +1234,7 @@ static void pg_fwrite_row(void *dst, ptrdiff_t rs, const void *g, const uint8_t 
 {
     (void)dst; (void)rs; (void)g; (void)code; (void)sp; (void)n; (void)kind; (void)stream;
     (void)wide; (void)kh; (void)kw;
-#if PG_X86_DISPATCH
-    pg_fwrite_row_avx2(dst, rs, g, code, sp, n, kind, stream, wide, kh, kw);
-#endif
+    PG_GWRITE(pg_fwrite_row, (dst, rs, g, code, sp, n, kind, stream, wide, kh, kw));
 }
 
 static void pg_wrows(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g, ptrdiff_t gs,

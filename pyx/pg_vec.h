@@ -1093,6 +1093,168 @@ PG_VEC_INLINE void pg_d4_zip(pg_d4 a, pg_d4 b, pg_d4 *lo, pg_d4 *hi, int isa)
     *hi = (pg_d4){a[2], b[2], a[3], b[3]};
 }
 
+/* --- layer for pg_scatter.h's flat rows (pg_fwrite_row) and its codes' comparisons --- */
+/* Spreads through a table of _plan.spread's form (32 bytes at ctl a block): lane k takes
+ * the value at its place in the block's 8 values, or 16 where `wide`.  float32 and 32-bit
+ * lanes: eight int32 places (0-7, wide 0-15); 16-bit lanes: the places o as byte pairs
+ * 2o, 2o + 1 (a byte shuffle's controls).  AVX2 permutes or shuffles whole registers (wide:
+ * the two halves' results blended); the 128-bit sets have no such permutes and read each
+ * place from the table and the value from memory (gcc would spill the registers, and make
+ * scalar stores and a vector load of a widening). */
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2 static inline void pg_f8_spread_avx2(const pg_f8 *a, const pg_f8 *b,
+                                                    const void *ctl, int wide, pg_f8 *r)
+{
+    __m256 x;
+    memcpy(&x, a, 32);
+    const __m256i ix = _mm256_loadu_si256((const __m256i *)ctl);
+    x = _mm256_permutevar8x32_ps(x, ix);
+    if (wide) {
+        __m256 y;
+        memcpy(&y, b, 32);
+        x = _mm256_blendv_ps(x, _mm256_permutevar8x32_ps(y, ix),
+                             _mm256_castsi256_ps(_mm256_slli_epi32(ix, 28)));
+    }
+    memcpy(r, &x, 32);
+}
+
+/* wide: byte shuffles of a and of b, each zeroing the bytes of the other (the control +
+ * 0x70 saturated sets the top bit of places 8-15, - 16 that of 0-7), or-ed */
+PG_TARGET_AVX2 static inline void pg_h16_spread_avx2(const pg_h8 *a, const pg_h8 *b,
+                                                     const void *ctl, int wide, pg_h16 *r)
+{
+    __m128i x;
+    memcpy(&x, a, 16);
+    const __m256i k = _mm256_loadu_si256((const __m256i *)ctl);
+    const __m256i xa = _mm256_broadcastsi128_si256(x);
+    __m256i q;
+    if (!wide) {
+        q = _mm256_shuffle_epi8(xa, k);
+    } else {
+        __m128i y;
+        memcpy(&y, b, 16);
+        q = _mm256_or_si256(
+            _mm256_shuffle_epi8(xa, _mm256_adds_epu8(k, _mm256_set1_epi8(0x70))),
+            _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(y),
+                                _mm256_sub_epi8(k, _mm256_set1_epi8(16))));
+    }
+    memcpy(r, &q, 32);
+}
+#endif
+
+/* the place of lane k */
+PG_VEC_INLINE int pg_spread_at(const void *ctl, int k, int wide, int es)
+{
+    if (es == 4) {
+        int32_t c;
+        memcpy(&c, (const char *)ctl + 4 * k, 4);
+        return c & (wide ? 15 : 7);
+    }
+    return (((const uint8_t *)ctl)[2 * k] >> 1) & (wide ? 15 : 7);
+}
+
+/* eight float32 values from s (8, or 16 where wide) */
+PG_VEC_INLINE pg_f8 pg_f8_spread(const float *s, const void *ctl, int wide, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        const pg_f8 a = pg_f8_load(s), b = wide ? pg_f8_load(s + 8) : a;
+        PG_AVX2_RETURN(pg_f8, pg_f8_spread_avx2(&a, &b, ctl, wide, &pg_r_));
+    }
+#endif
+    (void)isa;
+    pg_f8 r;
+    for (int k = 0; k < 8; k++) r[k] = s[pg_spread_at(ctl, k, wide, 4)];
+    return r;
+}
+
+/* eight bytes from p (8, or 16 where wide) widened to 32-bit lanes */
+PG_VEC_INLINE pg_i8 pg_b8_spread(const uint8_t *p, const void *ctl, int wide, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        const pg_f8 a = (pg_f8)pg_b8_to_i8(p, isa);
+        const pg_f8 b = wide ? (pg_f8)pg_b8_to_i8(p + 8, isa) : a;
+        PG_AVX2_RETURN(pg_i8, pg_f8_spread_avx2(&a, &b, ctl, wide, (pg_f8 *)&pg_r_));
+    }
+#endif
+    (void)isa;
+    pg_i8 r;
+    for (int k = 0; k < 8; k++) r[k] = p[pg_spread_at(ctl, k, wide, 4)];
+    return r;
+}
+
+/* sixteen 16-bit values of a (and b, places 8-15, where wide) */
+PG_VEC_INLINE pg_h16 pg_h16_spread(pg_h8 a, pg_h8 b, const void *ctl, int wide, int isa)
+{
+    PG_AVX2_RETURN(pg_h16, pg_h16_spread_avx2(&a, &b, ctl, wide, &pg_r_));
+    (void)isa;
+    uint16_t v[16];
+    memcpy(v, &a, 16);
+    memcpy(v + 8, &b, 16);
+    pg_h16 r;
+    for (int k = 0; k < 16; k++) r[k] = v[pg_spread_at(ctl, k, wide, 2)];
+    return r;
+}
+
+/* sixteen bytes from p (8, or 16 where wide) widened to 16-bit lanes */
+PG_VEC_INLINE pg_h16 pg_b8_spread16(const uint8_t *p, const void *ctl, int wide, int isa)
+{
+    if (isa == PG_ISA_AVX2) {
+        const pg_h8 a = pg_b8_to_h8(p, isa), b = wide ? pg_b8_to_h8(p + 8, isa) : a;
+        return pg_h16_spread(a, b, ctl, wide, isa);
+    }
+    pg_h8 h[2];   /* (halves: gcc puts each one's bytes in a register, not in memory) */
+    for (int k = 0; k < 16; k++) h[k / 8][k % 8] = p[pg_spread_at(ctl, k, wide, 2)];
+    pg_h16 r;
+    memcpy(&r, h, 32);
+    return r;
+}
+
+/* Comparisons, all ones in the lanes where they hold: 128-bit sets compare the halves
+ * (gcc makes lane-by-lane compares and selects of 32-byte vectors there; cf. pg_sign_mask).
+ * a == b: */
+PG_VEC_INLINE pg_i8 pg_i8_eq(pg_i8 a, pg_i8 b, int isa)
+{
+    if (isa == PG_ISA_AVX2) return (pg_i8)(a == b);
+    pg_i4 x[2], y[2], r[2];
+    memcpy(x, &a, 32);
+    memcpy(y, &b, 32);
+    r[0] = (pg_i4)(x[0] == y[0]);
+    r[1] = (pg_i4)(x[1] == y[1]);
+    pg_i8 q;
+    memcpy(&q, r, 32);
+    return q;
+}
+
+PG_VEC_INLINE pg_h16 pg_h16_eq(pg_h16 a, pg_h16 b, int isa)
+{
+    if (isa == PG_ISA_AVX2) return (pg_h16)(a == b);
+    pg_h8 x[2], y[2], r[2];
+    memcpy(x, &a, 32);
+    memcpy(y, &b, 32);
+    r[0] = (pg_h8)(x[0] == y[0]);
+    r[1] = (pg_h8)(x[1] == y[1]);
+    pg_h16 q;
+    memcpy(&q, r, 32);
+    return q;
+}
+
+/* a > b, signed */
+PG_VEC_INLINE pg_i8 pg_i8_gt(pg_i8 a, pg_i8 b, int isa)
+{
+    if (isa == PG_ISA_AVX2) return (pg_i8)(a > b);
+    pg_i4 x[2], y[2], r[2];
+    memcpy(x, &a, 32);
+    memcpy(y, &b, 32);
+    r[0] = (pg_i4)(x[0] > y[0]);
+    r[1] = (pg_i4)(x[1] > y[1]);
+    pg_i8 q;
+    memcpy(&q, r, 32);
+    return q;
+}
+/* --- end of the layer for pg_scatter.h's flat rows and comparisons --- */
+
 #else
 #define PG_VEC 0
 #endif

@@ -2951,15 +2951,19 @@ def _lanes_gather_runs(cases, dtype):
     return outs
 
 
-@pytest.mark.parametrize("mode", [None, "stream_everything"])
+@pytest.mark.parametrize("mode", [None, "stream_everything", "baseline_simd"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
-def test_max_pool_channels_last_gather_form_gives_the_scatters_bits(dtype, mode, request):
+def test_max_pool_channels_last_gather_form_gives_the_scatters_bits(dtype, mode, request,
+                                                                   monkeypatch):
     """The channels-last gather form (lanes and flat rows) against the scatter: special
     values, int32 and int64 indices, planes with a stray index or one position twice (those
     take the scatter), grad_input contiguous, columns apart and unaligned, streamed or not,
-    1 and 3 threads; planned where LWINDOW_CASES says."""
+    1 and 3 threads, the AVX2 loops and the baseline ones (flat rows planned there too);
+    planned where LWINDOW_CASES says."""
     if mode:
         request.getfixturevalue(mode)
+    if mode == "baseline_simd":
+        monkeypatch.setattr(_plan, "FLAT_ROWS_BASELINE", True)
     rng = np.random.default_rng(22)
     cases = []
     for x_shape, o, dense, apart in LWINDOW_CASES:
