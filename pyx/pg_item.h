@@ -6,13 +6,14 @@
  * bits), as one C function per instruction set, so that the per-row loops inline and
  * vectorise and nothing is dispatched per row.  For float32 outputs larger than the cache,
  * `region` forms the item's rows in a small stage and streams its whole lines (pg_stream.h's
- * pg_stage): on the 2-vCPU EPYC the k3s2p1 benchmark took 0.72-0.92x the time of ordinary
- * stores with the row-by-row line writer this replaced (benchmarks/RESULTS.md), and the
- * stage 0.88-1.01x the line writer's time on one thread, 0.92-1.08x on two, with 18 % fewer
- * instructions.  Where the W interior has period 2 (stride 2), the AVX2 item forms its E rows
- * in one loop per pair of phase term counts (pg_item_erows_avx2), and a grad_input row
- * under one D window finds its E rows without the cover table: 27 % fewer instructions on
- * the k3s2p1 benchmark (benchmarks/instructions.py, 4.35 M -> 3.16 M).
+ * pg_stage).  Where the W interior has period 1 or 2, the item forms its E rows in one loop
+ * per pair of phase term counts (pg_item_erows), and a grad_input row under one D window
+ * finds its E rows without the cover table.  Measurements: docs/performance.md.
+ *
+ * The loops are written once against the vector layer (pg_vec.h), with a constant `isa`,
+ * and built per instruction set: AVX2 where the CPU has it, else the baseline (SSE2, NEON).
+ * The float64 items (pg_fused64) are built for AVX2 only: they feed pg_stream.h's
+ * register-fed writer, which is AVX2 code, and the plan takes them only there.
  *
  *   E[od, oh][w] = k(od, oh) * sum over the taps of w of (grad_output[od, oh, ow] * ww[ow])
  *   grad_input[d, h] = sum, left to right, of the E rows whose windows hold (d, h)
@@ -27,6 +28,7 @@
 #include "pg_cpu.h"
 #include "pg_expand.h"
 #include "pg_stream.h"
+#include "pg_vec.h"
 
 typedef struct {
     ptrdiff_t W, Wo;
@@ -38,7 +40,7 @@ typedef struct {
     ptrdiff_t P, q0, q1;                   /* polyphase interior [P*q0, P*q1), P = 0: none */
     ptrdiff_t gap;        /* how far apart a phase's terms are (1; the lanes of a merged
                            * channels-last row, P = 1 or 2: pg_expand.h) */
-    ptrdiff_t qx0, qx1;   /* the interior of the E-row formers (pg_item_erows_avx2, _h16):
+    ptrdiff_t qx0, qx1;   /* the interior of the E-row formers (pg_item_erows, _h16):
                            * [q0, q1) widened over edge columns whose windows the row's
                            * ends cut off (_plan.poly_padded), read with -0.0 beyond them */
     ptrdiff_t epad;       /* the slots they read beyond each side of a row (at least 2,
@@ -92,7 +94,15 @@ static inline ptrdiff_t pg_item_drun(const pg_item_f32 *g, ptrdiff_t idd, ptrdif
     return n;
 }
 
+/* PG_ROWS(isa, pg_runs_f32, args): the copy of a function for the instruction set isa */
 #if PG_X86_DISPATCH
+#define PG_ROWS(isa, name, ...) \
+    ((isa) == PG_ISA_AVX2 ? name##_avx2(__VA_ARGS__) : name##_base(__VA_ARGS__))
+#else
+#define PG_ROWS(isa, name, ...) name##_base(__VA_ARGS__)
+#endif
+
+#if PG_VEC
 /*
  * A one-tap row (m = 1) through its runs of equal taps (g->wrun): dst[j] = src[tap[j]],
  * times k where `scaled`.  Each run's value is formed once, broadcast and stored eight
@@ -102,74 +112,68 @@ static inline ptrdiff_t pg_item_drun(const pg_item_f32 *g, ptrdiff_t idd, ptrdif
  * (the same product, once per run) as the column loop, in a few instructions per run:
  * adaptive windows are runs of W / Wo columns.
  */
-PG_TARGET_AVX2
-static inline void pg_runs_f32_avx2(float *PG_RESTRICT dst, const float *PG_RESTRICT src,
+PG_VEC_INLINE void pg_runs_f32_body(float *PG_RESTRICT dst, const float *PG_RESTRICT src,
                                     const int64_t *tap, const int64_t *run, ptrdiff_t nrun,
-                                    ptrdiff_t W, float k, int scaled)
+                                    ptrdiff_t W, float k, int scaled, int isa)
 {
     ptrdiff_t i = 0;
     for (; i < nrun && run[i] + 8 <= W; i++) {
         const ptrdiff_t s = run[i], e = run[i + 1];
         const float x = src[tap[s]];
-        const __m256 v = _mm256_set1_ps(scaled ? k * x : x);
+        const pg_f8 v = pg_f8_set1_isa(scaled ? k * x : x, isa);
         ptrdiff_t j = s;
-        for (; j + 8 <= e; j += 8) _mm256_storeu_ps(dst + j, v);
-        if (j < e) _mm256_storeu_ps(dst + (e - s >= 8 ? e - 8 : j), v);
+        for (; j + 8 <= e; j += 8) pg_f8_store(dst + j, v);
+        if (j < e) pg_f8_store(dst + (e - s >= 8 ? e - 8 : j), v);
     }
     for (ptrdiff_t j = i < nrun ? run[i] : W; j < W; j++)
         dst[j] = scaled ? k * src[tap[j]] : src[tap[j]];
 }
 
 /* the same for 16-bit values (no scaling: they are rounded already) */
-PG_TARGET_AVX2
-static inline void pg_runs_u16_avx2(uint16_t *PG_RESTRICT dst, const uint16_t *PG_RESTRICT src,
+PG_VEC_INLINE void pg_runs_u16_body(uint16_t *PG_RESTRICT dst, const uint16_t *PG_RESTRICT src,
                                     const int64_t *tap, const int64_t *run, ptrdiff_t nrun,
-                                    ptrdiff_t W)
+                                    ptrdiff_t W, int isa)
 {
     ptrdiff_t i = 0;
     for (; i < nrun && run[i] + 8 <= W; i++) {
         const ptrdiff_t s = run[i], e = run[i + 1];
-        const __m128i v = _mm_set1_epi16((short)src[tap[s]]);
+        const pg_h8 v = pg_h8_set1(src[tap[s]], isa);
         ptrdiff_t j = s;
-        for (; j + 8 <= e; j += 8) _mm_storeu_si128((__m128i *)(dst + j), v);
-        if (j < e) _mm_storeu_si128((__m128i *)(dst + (e - s >= 8 ? e - 8 : j)), v);
+        for (; j + 8 <= e; j += 8) pg_h8_store(dst + j, v);
+        if (j < e) pg_h8_store(dst + (e - s >= 8 ? e - 8 : j), v);
     }
     for (ptrdiff_t j = i < nrun ? run[i] : W; j < W; j++) dst[j] = src[tap[j]];
 }
 
 /* 32 bytes to dst, and to dst2 where it is not NULL; where nt, streamed as two 16-byte
  * halves (dst and dst2 16-byte aligned) */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_store_pair(void *dst, void *dst2, __m256i v, int nt)
+PG_VEC_INLINE void pg_store_pair(void *dst, void *dst2, pg_f8 v, int nt)
 {
-#if PG_HAVE_STREAM
     if (nt) {
-        const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
-        _mm_stream_si128((__m128i *)dst, lo);
-        _mm_stream_si128((__m128i *)dst + 1, hi);
+        const pg_h8 lo = pg_f8_lo(v), hi = pg_f8_hi(v);
+        pg_h8_stream(dst, lo);
+        pg_h8_stream((char *)dst + 16, hi);
         if (dst2) {
-            _mm_stream_si128((__m128i *)dst2, lo);
-            _mm_stream_si128((__m128i *)dst2 + 1, hi);
+            pg_h8_stream(dst2, lo);
+            pg_h8_stream((char *)dst2 + 16, hi);
         }
         return;
     }
-#else
-    (void)nt;
-#endif
-    _mm256_storeu_si256((__m256i *)dst, v);
-    if (dst2) _mm256_storeu_si256((__m256i *)dst2, v);
+    pg_f8_store(dst, v);
+    if (dst2) pg_f8_store(dst2, v);
 }
 
-/* the 8 values of a spread block (5 int64 at t: the base, then 8 int32 offsets from it) */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline __m256 pg_spread8(const float *src, const int64_t *t, int wide, __m256i *ix)
+/* the 8 values of a spread block (5 int64 at t: the base, then 8 int32 offsets from it),
+ * the offsets to *ix */
+PG_VEC_INLINE pg_f8 pg_spread8(const float *src, const int64_t *t, int wide, pg_i8 *ix,
+                               int isa)
 {
-    *ix = _mm256_loadu_si256((const __m256i *)(t + 1));
+    memcpy(ix, t + 1, 32);
     const float *s = src + t[0];
-    __m256 v = _mm256_permutevar8x32_ps(_mm256_loadu_ps(s), *ix);
-    if (wide)
-        v = _mm256_blendv_ps(v, _mm256_permutevar8x32_ps(_mm256_loadu_ps(s + 8), *ix),
-                             _mm256_castsi256_ps(_mm256_slli_epi32(*ix, 28)));
+    pg_f8 v = pg_f8_permute(pg_f8_load(s), *ix, isa);
+    if (wide)   /* bit 3 of the offset: the second 8 */
+        v = pg_f8_blend_sign(v, pg_f8_permute(pg_f8_load(s + 8), *ix, isa),
+                        (pg_i8)((pg_u8)*ix << 28), isa);
     return v;
 }
 
@@ -180,30 +184,29 @@ static inline __m256 pg_spread8(const float *src, const int64_t *t, int wide, __
  * (`wide`: two permutes, blended on bit 3 of the index).  The same products as the column
  * loop, for runs shorter than a store (channels-last rows of a few lanes merged into one).
  */
-PG_TARGET_AVX2
-static inline void pg_spread32_row(float *PG_RESTRICT dst, const float *PG_RESTRICT src,
-                                   const int64_t *sp, ptrdiff_t W, int wide, float k)
+PG_VEC_INLINE void pg_spread32_row_body(float *PG_RESTRICT dst, const float *PG_RESTRICT src,
+                                        const int64_t *sp, ptrdiff_t W, int wide, float k,
+                                        int isa)
 {
-    const __m256 kv = _mm256_set1_ps(k);
+    const pg_f8 kv = pg_f8_set1_isa(k, isa);
     for (ptrdiff_t j = 0;; j += 8, sp += 5) {
         if (j + 8 > W) j = W - 8;
-        __m256i ix;
-        const __m256 v = pg_spread8(src, sp, wide, &ix);
-        _mm256_storeu_ps(dst + j, _mm256_mul_ps(kv, v));
+        pg_i8 ix;
+        const pg_f8 v = pg_spread8(src, sp, wide, &ix, isa);
+        pg_f8_store(dst + j, kv * v);
         if (j + 8 == W) break;
     }
 }
 
 /* the same, unscaled, to the rows dst and dst2 (or dst alone where dst2 is NULL), streamed
  * where nt (pg_store_pair) */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_spread32_rows(float *dst, float *dst2, const float *PG_RESTRICT src,
-                                    const int64_t *sp, ptrdiff_t W, int wide, int nt)
+PG_VEC_INLINE void pg_spread32_rows(float *dst, float *dst2, const float *PG_RESTRICT src,
+                                    const int64_t *sp, ptrdiff_t W, int wide, int nt, int isa)
 {
     for (ptrdiff_t j = 0;; j += 8, sp += 5) {
         if (j + 8 > W) j = W - 8;
-        __m256i ix;
-        const __m256i v = _mm256_castps_si256(pg_spread8(src, sp, wide, &ix));
+        pg_i8 ix;
+        const pg_f8 v = pg_spread8(src, sp, wide, &ix, isa);
         pg_store_pair(dst + j, dst2 ? dst2 + j : NULL, v, nt);
         if (j + 8 == W) break;
     }
@@ -217,25 +220,61 @@ static inline void pg_spread32_rows(float *dst, float *dst2, const float *PG_RES
  * is (x + -0.0 is x).  The same bits as the column loop: rows of a few channels-last lanes
  * merged into one, whose taps have no polyphase form.
  */
-PG_TARGET_AVX2
-static inline void pg_tspread32_row(float *PG_RESTRICT dst, const float *PG_RESTRICT src,
-                                    const int64_t *sp, ptrdiff_t W, ptrdiff_t m, int wide,
-                                    float k)
+PG_VEC_INLINE void pg_tspread32_row_body(float *PG_RESTRICT dst, const float *PG_RESTRICT src,
+                                         const int64_t *sp, ptrdiff_t W, ptrdiff_t m, int wide,
+                                         float k, int isa)
 {
-    const __m256 kv = _mm256_set1_ps(k), zero = _mm256_setzero_ps();
+    const pg_f8 kv = pg_f8_set1_isa(k, isa), zero = pg_f8_set1_isa(0.0f, isa);
     for (ptrdiff_t j = 0;; j += 8, sp += 5 * m) {
         if (j + 8 > W) j = W - 8;
-        __m256i ix;
-        __m256 v = pg_spread8(src, sp, wide, &ix);
-        v = _mm256_blendv_ps(v, zero, _mm256_castsi256_ps(ix));
+        pg_i8 ix;
+        pg_f8 v = pg_spread8(src, sp, wide, &ix, isa);
+        v = pg_f8_blend_sign(v, zero, ix, isa);
         for (ptrdiff_t t = 1; t < m; t++) {
-            const __m256 u = pg_spread8(src, sp + 5 * t, wide, &ix);
-            v = _mm256_blendv_ps(_mm256_add_ps(v, u), v, _mm256_castsi256_ps(ix));
+            const pg_f8 u = pg_spread8(src, sp + 5 * t, wide, &ix, isa);
+            v = pg_f8_blend_sign(v + u, v, ix, isa);
         }
-        _mm256_storeu_ps(dst + j, _mm256_mul_ps(kv, v));
+        pg_f8_store(dst + j, kv * v);
         if (j + 8 == W) break;
     }
 }
+
+/* the row functions above as functions of their own (left to the compiler to inline), one
+ * per instruction set */
+#define PG_ROWS_ISA(SFX, ATTR, ISA)                                                         \
+ATTR static inline void pg_runs_f32_##SFX(float *PG_RESTRICT dst,                           \
+                                          const float *PG_RESTRICT src, const int64_t *tap, \
+                                          const int64_t *run, ptrdiff_t nrun, ptrdiff_t W,  \
+                                          float k, int scaled)                              \
+{                                                                                           \
+    pg_runs_f32_body(dst, src, tap, run, nrun, W, k, scaled, ISA);                          \
+}                                                                                           \
+ATTR static inline void pg_runs_u16_##SFX(uint16_t *PG_RESTRICT dst,                        \
+                                          const uint16_t *PG_RESTRICT src,                  \
+                                          const int64_t *tap, const int64_t *run,           \
+                                          ptrdiff_t nrun, ptrdiff_t W)                      \
+{                                                                                           \
+    pg_runs_u16_body(dst, src, tap, run, nrun, W, ISA);                                     \
+}                                                                                           \
+ATTR static inline void pg_spread32_row_##SFX(float *PG_RESTRICT dst,                       \
+                                              const float *PG_RESTRICT src,                 \
+                                              const int64_t *sp, ptrdiff_t W, int wide,     \
+                                              float k)                                      \
+{                                                                                           \
+    pg_spread32_row_body(dst, src, sp, W, wide, k, ISA);                                    \
+}                                                                                           \
+ATTR static inline void pg_tspread32_row_##SFX(float *PG_RESTRICT dst,                      \
+                                               const float *PG_RESTRICT src,                \
+                                               const int64_t *sp, ptrdiff_t W, ptrdiff_t m, \
+                                               int wide, float k)                           \
+{                                                                                           \
+    pg_tspread32_row_body(dst, src, sp, W, m, wide, k, ISA);                                \
+}
+
+PG_ROWS_ISA(base, , PG_ISA_BASE)
+#if PG_X86_DISPATCH
+PG_ROWS_ISA(avx2, PG_TARGET_AVX2, PG_ISA_AVX2)
+#endif
 #endif
 
 /* a grad_output row (already in grow, W-weighted, with the two sentinel slots after it)
@@ -243,25 +282,24 @@ static inline void pg_tspread32_row(float *PG_RESTRICT dst, const float *PG_REST
  * polyphase form */
 PG_ALWAYS_INLINE
 static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT grow,
-                                  float *PG_RESTRICT e, float k, float *tmp, int avx)
+                                  float *PG_RESTRICT e, float k, float *tmp, int isa)
 {
     const ptrdiff_t W = g->W, m = g->m;
-#if PG_X86_DISPATCH
-    if (avx && !g->P && g->spread32) {   /* one tap per column, short runs */
-        pg_spread32_row(e, grow, g->spread32, W, g->spread32_wide, k);
+#if PG_VEC
+    if (!g->P && g->spread32) {   /* one tap per column, short runs */
+        PG_ROWS(isa, pg_spread32_row, e, grow, g->spread32, W, g->spread32_wide, k);
         return;
     }
-    if (avx && !g->P && g->tspread) {   /* several taps per column, no polyphase interior */
-        pg_tspread32_row(e, grow, g->tspread, W, m, g->tspread_wide, k);
+    if (!g->P && g->tspread) {   /* several taps per column, no polyphase interior */
+        PG_ROWS(isa, pg_tspread32_row, e, grow, g->tspread, W, m, g->tspread_wide, k);
         return;
     }
-    if (avx && !g->P && g->wrun) {   /* one tap per column, no polyphase interior */
-        pg_runs_f32_avx2(e, grow, g->wtap, g->wrun, g->nrun, W, k, 1);
+    if (!g->P && g->wrun) {   /* one tap per column, no polyphase interior */
+        PG_ROWS(isa, pg_runs_f32, e, grow, g->wtap, g->wrun, g->nrun, W, k, 1);
         return;
     }
-#else
-    (void)avx;
 #endif
+    (void)isa;
     const ptrdiff_t e0 = g->P ? g->P * g->q0 : W, e1 = g->P ? g->P * g->q1 : W;
     ptrdiff_t j;
     for (int side = 0; side < 2; side++) {
@@ -283,13 +321,13 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
     }
     if (!g->P)
         return;
-#if PG_X86_DISPATCH
-    if (avx && g->P == 1 && g->pm[0] >= 1) {   /* the AVX2 item: no second dispatch */
+#if PG_X86_DISPATCH   /* the AVX2 item: pg_expand.h's AVX2 interiors, no second dispatch */
+    if (isa == PG_ISA_AVX2 && g->P == 1 && g->pm[0] >= 1) {
         pg_poly1_avx2_f32(grow + g->q0 + g->pc[0], g->pm[0], g->gap, e + g->q0,
                           g->q1 - g->q0, k);
         return;
     }
-    if (avx && pg_poly2_avx2_ok(g->P, g->pm) && g->gap == 1) {
+    if (isa == PG_ISA_AVX2 && pg_poly2_avx2_ok(g->P, g->pm) && g->gap == 1) {
         const ptrdiff_t q0 = g->q0;
         pg_poly2_avx2_f32(grow + q0 + g->pc[0], grow + q0 + g->pc[1], g->pm[0], g->pm[1],
                           e + 2 * q0, g->q1 - q0, k);
@@ -299,12 +337,12 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
     pg_expand_poly_f32(grow, e, g->P, g->q0, g->q1 - g->q0, g->pc, g->pm, g->gap, tmp, k);
 }
 
-#if PG_X86_DISPATCH
+#if PG_VEC
 /*
  * The item's E rows where the W interior is period 1 or 2 (pg_item_erows_ok, at least
  * eight columns of each phase) and grad_output rows are at least eight wide:
  * pg_item_expand's arithmetic for each row, one loop per phase term count (or pair of
- * them: pg_poly1_avx2_f32's and pg_poly2_avx2_f32's blocks inline), with the row loop's
+ * them: pg_expand.h's pg_poly1 and pg_poly2 blocks inline), with the row loop's
  * fields in registers.  The edge columns sum their taps left to right, as pg_item_expand
  * does for every m.
  *
@@ -314,13 +352,13 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
  * item's grad_output rows go into the grow block first (W-weighted, with their slots),
  * then are expanded from there: expanding each row right after storing it had most of its
  * loads wait for the stores (a load that spans two stores still in flight is not forwarded
- * from them), 0.76x the time on 28 x 28 planes k3s2p1 (2-vCPU EPYC).
+ * from them).
  */
 #define PG_EROW_GROW(J)                                                                     \
     {                                                                                       \
-        __m256 v_ = _mm256_loadu_ps(src + (J));                                             \
-        if (ww) v_ = _mm256_mul_ps(v_, _mm256_loadu_ps(ww + (J)));                          \
-        _mm256_storeu_ps(grow + (J), v_);                                                   \
+        pg_f8 v_ = pg_f8_load(src + (J));                                                   \
+        if (ww) v_ = v_ * pg_f8_load(ww + (J));                                             \
+        pg_f8_store(grow + (J), v_);                                                        \
     }
 /* the E rows of grad_output rows of SRC_T, each put in the grow block by FILL, the
  * interior expanded by INTERIOR (from a, b to dst, times vk) */
@@ -349,7 +387,7 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
                 }                                                                           \
                 pg_item_edges(e, grow, wtap, m, 0, e0, k);                                  \
                 pg_item_edges(e, grow, wtap, m, e1, W, k);                                  \
-                const __m256 vk = _mm256_set1_ps(k);                                        \
+                const pg_f8 vk = pg_f8_set1_isa(k, isa);                                    \
                 float *const dst = e + e0;                                                  \
                 const float *a = grow + q0 + pc0, *b = grow + q0 + pc1;                     \
                 (void)b;                                                                    \
@@ -359,28 +397,26 @@ static inline void pg_item_expand(const pg_item_f32 *g, const float *PG_RESTRICT
     }
 #define PG_FILL_F32 PG_FOR8_OVERLAP(j, Wo, PG_EROW_GROW(j))
 /* 16-bit rows widened and W-weighted as the general 16-bit loop loads them */
-#define PG_FILL_H16                                                                         \
-    if (bf16) pg_load_bf16_avx2(grow, src, ww, Wo);                                         \
-    else pg_load_f16_avx2(grow, src, ww, Wo);
+#define PG_FILL_H16 pg_item_load_h16(grow, src, ww, Wo, bf16, isa);
 /* the slots beyond a row: 2 (a constant) where the phases have at most 3 terms */
 #define PG_EROWS_PAD(M) ((M) <= 3 ? 2 : g->epad)
 #define PG_EROWS2_F32(MA, MB)                                                               \
-    PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY2_AVX2_LOOP(MA, MB),                           \
+    PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY2_ISA_LOOP(MA, MB),                           \
                   PG_EROWS_PAD((MA) > (MB) ? (MA) : (MB)))
 #define PG_EROWS2_H16(MA, MB)                                                               \
-    PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY2_AVX2_LOOP(MA, MB),                        \
+    PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY2_ISA_LOOP(MA, MB),                        \
                   PG_EROWS_PAD((MA) > (MB) ? (MA) : (MB)))
-#define PG_EROWS1_F32(M) PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY1_AVX2_LOOP(M), PG_EROWS_PAD(M))
+#define PG_EROWS1_F32(M) PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY1_LOOP(M), PG_EROWS_PAD(M))
 #define PG_EROWS1_H16(M)                                                                    \
-    PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY1_AVX2_LOOP(M), PG_EROWS_PAD(M))
+    PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY1_LOOP(M), PG_EROWS_PAD(M))
 /* periods 1 and 2 with the terms gap apart (merged channels-last lanes): g->epad slots
  * (pad * gap) */
-#define PG_EROWS1S_F32(M) PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY1S_AVX2_LOOP(M), g->epad)
-#define PG_EROWS1S_H16(M) PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY1S_AVX2_LOOP(M), g->epad)
+#define PG_EROWS1S_F32(M) PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY1S_LOOP(M), g->epad)
+#define PG_EROWS1S_H16(M) PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY1S_LOOP(M), g->epad)
 #define PG_EROWS2S_F32(MA, MB)                                                              \
-    PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY2S_AVX2_LOOP(MA, MB), g->epad)
+    PG_EROWS_ROWS(float, PG_FILL_F32, PG_POLY2S_LOOP(MA, MB), g->epad)
 #define PG_EROWS2S_H16(MA, MB)                                                              \
-    PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY2S_AVX2_LOOP(MA, MB), g->epad)
+    PG_EROWS_ROWS(uint16_t, PG_FILL_H16, PG_POLY2S_LOOP(MA, MB), g->epad)
 /* the fields both E-row formers use, as locals.  A row's epad slots after it: +0.0 (the
  * tap tables' n_out slot) where the interior is not widened past the row's end, then -0.0
  * (the tap tables' n_out + 1 slot and beyond), then the next row's epad slots before it,
@@ -415,9 +451,25 @@ static inline void pg_item_edges(float *PG_RESTRICT e, const float *PG_RESTRICT 
     }
 }
 
-PG_TARGET_AVX2
-static void pg_item_erows_avx2(const pg_item_f32 *g, const float *gbase, ptrdiff_t od0,
-                               ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1, float *PG_RESTRICT E)
+/* a 16-bit grad_output row widened and W-weighted (pg_stream.h's loads, out of line) */
+PG_VEC_INLINE void pg_item_load_h16(float *grow, const uint16_t *src, const float *ww,
+                                    ptrdiff_t Wo, int bf16, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        if (bf16) pg_load_bf16_avx2(grow, src, ww, Wo);
+        else pg_load_f16_avx2(grow, src, ww, Wo);
+        return;
+    }
+#endif
+    (void)isa;
+    if (bf16) pg_load_bf16_base(grow, src, ww, Wo);
+    else pg_load_f16_base(grow, src, ww, Wo);
+}
+
+PG_VEC_INLINE void pg_item_erows_body(const pg_item_f32 *g, const float *gbase, ptrdiff_t od0,
+                                      ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1,
+                                      float *PG_RESTRICT E, int isa)
 {
     PG_EROWS_LOCALS
     if (P == 1 && gap > 1)
@@ -431,10 +483,9 @@ static void pg_item_erows_avx2(const pg_item_f32 *g, const float *gbase, ptrdiff
 }
 
 /* the same E rows from 16-bit grad_output rows */
-__attribute__((target("avx2,f16c")))
-static void pg_item_erows_h16(const pg_item_f32 *g, const uint16_t *gbase, ptrdiff_t od0,
-                              ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1,
-                              float *PG_RESTRICT E, int bf16)
+PG_VEC_INLINE void pg_item_erows_h16_body(const pg_item_f32 *g, const uint16_t *gbase,
+                                          ptrdiff_t od0, ptrdiff_t od1, ptrdiff_t oh0,
+                                          ptrdiff_t oh1, float *PG_RESTRICT E, int bf16, int isa)
 {
     PG_EROWS_LOCALS
     if (P == 1 && gap > 1)
@@ -446,9 +497,38 @@ static void pg_item_erows_h16(const pg_item_f32 *g, const uint16_t *gbase, ptrdi
     else
         PG_POLY2_CASES(g->pm[0], g->pm[1], PG_EROWS2_H16)
 }
+
+/* one copy of each per instruction set */
+static void pg_item_erows_base(const pg_item_f32 *g, const float *gbase, ptrdiff_t od0,
+                               ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1, float *PG_RESTRICT E)
+{
+    pg_item_erows_body(g, gbase, od0, od1, oh0, oh1, E, PG_ISA_BASE);
+}
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2
+static void pg_item_erows_avx2(const pg_item_f32 *g, const float *gbase, ptrdiff_t od0,
+                               ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1, float *PG_RESTRICT E)
+{
+    pg_item_erows_body(g, gbase, od0, od1, oh0, oh1, E, PG_ISA_AVX2);
+}
+
+PG_TARGET_AVX2_F16C
+static void pg_item_erows_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, ptrdiff_t od0,
+                                   ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1,
+                                   float *PG_RESTRICT E, int bf16)
+{
+    pg_item_erows_h16_body(g, gbase, od0, od1, oh0, oh1, E, bf16, PG_ISA_AVX2);
+}
+#endif
+static void pg_item_erows_h16_base(const pg_item_f32 *g, const uint16_t *gbase, ptrdiff_t od0,
+                                   ptrdiff_t od1, ptrdiff_t oh0, ptrdiff_t oh1,
+                                   float *PG_RESTRICT E, int bf16)
+{
+    pg_item_erows_h16_body(g, gbase, od0, od1, oh0, oh1, E, bf16, PG_ISA_BASE);
+}
 #endif
 
-/* whether the item's E rows go through pg_item_erows_avx2 / _h16: a period-2 interior
+/* whether the item's E rows go through pg_item_erows / _h16: a period-2 interior
  * (pg_poly2_avx2_ok; merged lanes at least eight) or a period-1 one of at most
  * PG_POLY_MAX_M terms, at least eight columns a phase, and grad_output rows at least eight
  * wide */
@@ -483,84 +563,75 @@ static inline ptrdiff_t pg_item_cover(const pg_item_f32 *g, const float *E, ptrd
     return nr;
 }
 
-#if PG_X86_DISPATCH
-PG_TARGET_AVX2
-static inline void pg_copy_f32_avx2(float *PG_RESTRICT dst, const float *PG_RESTRICT src,
-                                    ptrdiff_t n)
-{
-    ptrdiff_t j = 0;
-    for (; j + 16 <= n; j += 16) {
-        const __m256 a = _mm256_loadu_ps(src + j), b = _mm256_loadu_ps(src + j + 8);
-        _mm256_storeu_ps(dst + j, a);
-        _mm256_storeu_ps(dst + j + 8, b);
-    }
-    if (j + 8 <= n) {
-        _mm256_storeu_ps(dst + j, _mm256_loadu_ps(src + j));
-        j += 8;
-    }
-    if (j < n && n >= 8)   /* the last eight again, overlapping: the same values */
-        _mm256_storeu_ps(dst + n - 8, _mm256_loadu_ps(src + n - 8));
-    else
-        for (; j < n; j++) dst[j] = src[j];
-}
-#endif
-
 /* a one-term grad_input row: a copy of its E row (inline where rows are a few hundred
  * bytes and a call to memcpy costs as much as the copy) */
 PG_ALWAYS_INLINE
 static inline void pg_item_copy(float *PG_RESTRICT dst, const float *PG_RESTRICT src,
-                                ptrdiff_t n, int avx)
+                                ptrdiff_t n, int isa)
 {
-#if PG_X86_DISPATCH
-    if (avx) {
-        pg_copy_f32_avx2(dst, src, n);
+#if PG_VEC
+    if (isa == PG_ISA_AVX2) {
+        ptrdiff_t j = 0;
+        for (; j + 16 <= n; j += 16) {
+            const pg_f8 a = pg_f8_load(src + j), b = pg_f8_load(src + j + 8);
+            pg_f8_store(dst + j, a);
+            pg_f8_store(dst + j + 8, b);
+        }
+        if (j + 8 <= n) {
+            pg_f8_store(dst + j, pg_f8_load(src + j));
+            j += 8;
+        }
+        if (j < n && n >= 8)   /* the last eight again, overlapping: the same values */
+            pg_f8_store(dst + n - 8, pg_f8_load(src + n - 8));
+        else
+            for (; j < n; j++) dst[j] = src[j];
         return;
     }
 #endif
-    (void)avx;
+    (void)isa;
     memcpy(dst, src, (size_t)n * sizeof(float));
 }
 
-#if PG_X86_DISPATCH
+#if PG_VEC
 /*
  * A grad_input row of nr >= 2 E rows, eight columns at a time, the last eight again where
  * W is not a multiple of eight (overlapping: the same values; dst is none of the rows):
  * the adds of the column loop, left to right, without its vectorised loop's prologue and
- * scalar epilogue, which cost more than the adds on rows of a few dozen columns.
+ * scalar epilogue, which cost more than the adds on rows of a few dozen columns; four rows
+ * or more through pg_stream.h's pg_sum_rows_many_f32 (out of line).
  */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_sum_rows_f32_avx2(float *PG_RESTRICT dst, const float *PG_RESTRICT r0,
-                                        const float *PG_RESTRICT r1,
-                                        const float *PG_RESTRICT r2, const float **rows,
-                                        ptrdiff_t nr, ptrdiff_t W)
+PG_VEC_INLINE void pg_item_sum_rows(float *PG_RESTRICT dst, const float *PG_RESTRICT r0,
+                                    const float *PG_RESTRICT r1, const float *PG_RESTRICT r2,
+                                    const float **rows, ptrdiff_t nr, ptrdiff_t W, int isa)
 {
     if (nr == 2) {
-        PG_FOR8_OVERLAP(j, W, {
-            _mm256_storeu_ps(dst + j, _mm256_add_ps(_mm256_loadu_ps(r0 + j),
-                                                    _mm256_loadu_ps(r1 + j)));
-        })
+        PG_FOR8_OVERLAP(j, W, { pg_f8_store(dst + j, pg_f8_load(r0 + j) + pg_f8_load(r1 + j)); })
     } else if (nr == 3) {
         PG_FOR8_OVERLAP(j, W, {
-            const __m256 v = _mm256_add_ps(_mm256_loadu_ps(r0 + j), _mm256_loadu_ps(r1 + j));
-            _mm256_storeu_ps(dst + j, _mm256_add_ps(v, _mm256_loadu_ps(r2 + j)));
+            const pg_f8 v = pg_f8_load(r0 + j) + pg_f8_load(r1 + j);
+            pg_f8_store(dst + j, v + pg_f8_load(r2 + j));
         })
     } else {
-        pg_sum_rows_many_f32_avx2(dst, rows, nr, W);
+#if PG_X86_DISPATCH
+        if (isa == PG_ISA_AVX2) {
+            pg_sum_rows_many_f32_avx2(dst, rows, nr, W);
+            return;
+        }
+#endif
+        (void)isa;
+        pg_sum_rows_many_f32_base(dst, rows, nr, W);
     }
 }
-
-#define pg_item_erows pg_item_erows_avx2
-#define pg_item_sum_rows pg_sum_rows_f32_avx2
 #else
-#define pg_item_erows(...) ((void)0)   /* AVX is 0 in every item of this build */
+#define pg_item_erows_base(...) ((void)0)   /* PG_VEC is 0: the items' element loops */
 #define pg_item_sum_rows(...) ((void)0)
 #endif
 
 /* the item's grad_input rows from its E rows; with STEPS (a constant), runs of rows whose
  * windows move on by one row each (stride 1 along H, g->hstep) go as one sum of run * W
  * values where the rows follow each other in memory (or in the stage, g->step_rows at
- * a time): k3s1p1 NCHW 56 x 56 float32 0.85x the instructions */
-#define PG_ITEM_COMBINE_ROWS(STEPS, AVX)                                                    \
+ * a time), in fewer instructions */
+#define PG_ITEM_COMBINE_ROWS(STEPS, ISA)                                                    \
     for (ptrdiff_t idd = d0; idd < d1; idd++) {                                             \
         /* one covering D window (every 2-D case): row p of it at E + (eb + p) * W */       \
         const ptrdiff_t a = g->dlo[idd], nd = g->dhi[idd] - a;                              \
@@ -577,7 +648,7 @@ static inline void pg_sum_rows_f32_avx2(float *PG_RESTRICT dst, const float *PG_
             }                                                                               \
             const ptrdiff_t n = run * W;                                                    \
             float *PG_RESTRICT dst = use_sw                                                 \
-                ? (float *)pg_stage_next(&st, n * (ptrdiff_t)sizeof(float), AVX)            \
+                ? (float *)pg_stage_next(&st, n * (ptrdiff_t)sizeof(float), AVX2)           \
                 : xbase + idd * xs2 + ih * xs3;                                             \
             const float *PG_RESTRICT r0, *PG_RESTRICT r1, *PG_RESTRICT r2;                  \
             ptrdiff_t nr;                                                                   \
@@ -595,13 +666,13 @@ static inline void pg_sum_rows_f32_avx2(float *PG_RESTRICT dst, const float *PG_
             ih += run - 1;                                                                  \
             if (nr == 0) {                                                                  \
                 memset(dst, 0, (size_t)n * sizeof(float));                                  \
-            } else if (AVX && STEPS && run > 1) {   /* (W >= 8) */                           \
-                if (nr == 1) pg_item_copy(dst, r0, n, AVX);                                 \
-                else pg_item_sum_rows(dst, r0, r1, r2, rows, nr, n);                        \
+            } else if (PG_VEC && STEPS && run > 1) {   /* (W >= 8) */                        \
+                if (nr == 1) pg_item_copy(dst, r0, n, ISA);                                 \
+                else pg_item_sum_rows(dst, r0, r1, r2, rows, nr, n, ISA);                   \
             } else if (nr == 1) {                                                           \
-                pg_item_copy(dst, r0, W, AVX);                                              \
-            } else if (AVX && W >= 8) {                                                     \
-                pg_item_sum_rows(dst, r0, r1, r2, rows, nr, W);                             \
+                pg_item_copy(dst, r0, W, ISA);                                              \
+            } else if (PG_VEC && W >= 8) {                                                  \
+                pg_item_sum_rows(dst, r0, r1, r2, rows, nr, W, ISA);                        \
             } else if (nr == 2) {                                                           \
                 for (j = 0; j < W; j++) dst[j] = r0[j] + r1[j];                             \
             } else {                                                                        \
@@ -630,9 +701,7 @@ static inline void pg_sum_rows_f32_avx2(float *PG_RESTRICT dst, const float *PG_
  * four values a vector, pushed through pg_vs as eight float lanes (a double's two halves
  * move together).  The item's grad_output rows go into the grow block first (W-weighted,
  * with their slots).  Stride 1 gains too, as the row loop it replaces forms and combines
- * its rows at a time: on the 2-vCPU EPYC k3s2p1 NCHW 16x64x112x112 took 0.70-0.72x the
- * time on 1 and 2 threads, k2s2 the same, k3s1p1 32x64x56x56 0.77-0.79x on 1 thread and
- * 0.75x on 2, k2s1p0 and k3s1p1 at 112x112 0.69-0.73x.
+ * its rows at a time.
  */
 typedef struct {
     ptrdiff_t P, W, Wo, gs2, gs3, xs2, xs3, qx1, q1, epad;
@@ -643,6 +712,11 @@ typedef struct {
 } pg_fused64;
 
 #if PG_X86_DISPATCH
+/* four doubles pushed to the register-fed writer (pg_stream.h's pg_vs, AVX2: its vectors
+ * are __m256, eight floats with the same bits) */
+#define PG_VS_PUSH4(V) pg_vs_push(&vs, (__m256)(V), PG_VS_NT)
+/* x in the four lanes (the fused items are AVX2 code) */
+#define PG_SPLAT4(x) pg_d4_set1_isa((x), PG_ISA_AVX2)
 /* the item's grad_input rows (F the tables, pg_fused64; T double, SET1 its broadcast, STEP
  * values a vector): each summed by ROW(nh, ...) from its nh covering rows (at most MAXNH)
  * with their weights vk0, vk1, vk2; zeros where no window covers it */
@@ -665,68 +739,65 @@ typedef struct {
                 ROW(3, __VA_ARGS__)                                                         \
             } else {   /* no window: zeros */                                               \
                 for (ptrdiff_t j = 0; j < W; j += (STEP))                                   \
-                    pg_vs_push(&vs, _mm256_setzero_ps(), PG_VS_NT);                        \
+                    PG_VS_PUSH4(PG_SPLAT4(0.0));                                            \
             }                                                                               \
         }                                                                                   \
     }
 #define PG_PHASE_SUM4D(v, A, M, Q)                                                          \
     {                                                                                       \
-        v = _mm256_loadu_pd((A) + (Q));                                                     \
-        for (int64_t t_ = 1; t_ < (M); t_++)                                                \
-            v = _mm256_add_pd(v, _mm256_loadu_pd((A) + (Q) + t_));                          \
+        v = pg_d4_load((A) + (Q));                                                          \
+        for (int64_t t_ = 1; t_ < (M); t_++) v = v + pg_d4_load((A) + (Q) + t_);            \
     }
 #define PG_FUSED64_BLOCK(lo, hi, NH, MA, MB, Q)                                             \
     {                                                                                       \
-        __m256d va, vb;                                                                     \
+        pg_d4 va, vb;                                                                       \
         PG_PHASE_SUM4D(va, ra0 + pc0, MA, Q)                                                \
         PG_PHASE_SUM4D(vb, ra0 + pc1, MB, Q)                                                \
-        va = _mm256_mul_pd(vk0, va);                                                        \
-        vb = _mm256_mul_pd(vk0, vb);                                                        \
+        va = vk0 * va;                                                                      \
+        vb = vk0 * vb;                                                                      \
         if ((NH) == 2) {                                                                    \
-            __m256d ua, ub;                                                                 \
+            pg_d4 ua, ub;                                                                   \
             PG_PHASE_SUM4D(ua, ra1 + pc0, MA, Q)                                            \
             PG_PHASE_SUM4D(ub, ra1 + pc1, MB, Q)                                            \
-            va = _mm256_add_pd(va, _mm256_mul_pd(vk1, ua));                                 \
-            vb = _mm256_add_pd(vb, _mm256_mul_pd(vk1, ub));                                 \
+            va = va + vk1 * ua;                                                             \
+            vb = vb + vk1 * ub;                                                             \
         }                                                                                   \
-        const __m256d l_ = _mm256_unpacklo_pd(va, vb), h_ = _mm256_unpackhi_pd(va, vb);     \
-        lo = _mm256_castpd_ps(_mm256_permute2f128_pd(l_, h_, 0x20));                        \
-        hi = _mm256_castpd_ps(_mm256_permute2f128_pd(l_, h_, 0x31));                        \
+        pg_d4_zip(va, vb, &lo, &hi, PG_ISA_AVX2);                                           \
     }
 #define PG_FUSED64_ROW(NH, MA, MB)                                                          \
     {                                                                                       \
         ptrdiff_t q = 0;                                                                    \
-        __m256 lo, hi;                                                                      \
+        pg_d4 lo, hi;                                                                       \
         for (; q + 4 <= nq; q += 4) {                                                       \
             PG_FUSED64_BLOCK(lo, hi, NH, MA, MB, q)                                         \
-            pg_vs_push(&vs, lo, PG_VS_NT);                                                 \
-            pg_vs_push(&vs, hi, PG_VS_NT);                                                 \
+            PG_VS_PUSH4(lo);                                                                \
+            PG_VS_PUSH4(hi);                                                                \
         }                                                                                   \
         if (q < nq) {   /* nq = 2 mod 4: the last four columns, of the block before */      \
             PG_FUSED64_BLOCK(lo, hi, NH, MA, MB, nq - 4)                                    \
-            pg_vs_push(&vs, hi, PG_VS_NT);                                                 \
+            PG_VS_PUSH4(hi);                                                                \
         }                                                                                   \
     }
 #define PG_FUSED64_ROWS(MA, MB)                                                             \
-    PG_FUSED_RUN(f, double, _mm256_set1_pd, 4, 2, PG_FUSED64_ROW, MA, MB)
+    PG_FUSED_RUN(f, double, PG_SPLAT4, 4, 2, PG_FUSED64_ROW, MA, MB)
 
 /* period 1: grad_input columns q .. q + 3, the NH rows' E values added left to right */
 #define PG_FUSED64_ROW1(NH, M)                                                              \
     for (ptrdiff_t q = 0; q < nq; q += 4) {                                                 \
-        __m256d v, u;                                                                       \
+        pg_d4 v, u;                                                                         \
         PG_PHASE_SUM4D(v, ra0 + pc0, M, q)                                                  \
-        v = _mm256_mul_pd(vk0, v);                                                          \
+        v = vk0 * v;                                                                        \
         if ((NH) >= 2) {                                                                    \
             PG_PHASE_SUM4D(u, ra1 + pc0, M, q)                                              \
-            v = _mm256_add_pd(v, _mm256_mul_pd(vk1, u));                                    \
+            v = v + vk1 * u;                                                                \
         }                                                                                   \
         if ((NH) >= 3) {                                                                    \
             PG_PHASE_SUM4D(u, ra0 + 2 * gstep + pc0, M, q)                                  \
-            v = _mm256_add_pd(v, _mm256_mul_pd(vk2, u));                                    \
+            v = v + vk2 * u;                                                                \
         }                                                                                   \
-        pg_vs_push(&vs, _mm256_castpd_ps(v), PG_VS_NT);                                    \
+        PG_VS_PUSH4(v);                                                                     \
     }
-#define PG_FUSED64_ROWS1(M) PG_FUSED_RUN(f, double, _mm256_set1_pd, 4, 3, PG_FUSED64_ROW1, M)
+#define PG_FUSED64_ROWS1(M) PG_FUSED_RUN(f, double, PG_SPLAT4, 4, 3, PG_FUSED64_ROW1, M)
 
 /* the grad_output rows of plane od, W-weighted, with their slots, into the grow block (as
  * pg_fused_avx2_f64 forms them for all the item's planes) */
@@ -754,11 +825,9 @@ static inline void pg_fused64_grow(const pg_fused64 *f, const double *gbase, ptr
  * PG_FUSED64_ROW1's) is formed once and kept in registers for the up to three grad_input
  * rows it covers, where the row form sums it again for each (hhi is nondecreasing, so a
  * row's windows are the last nh formed); each row k0 * E0 + k1 * E1 + k2 * E2 as there,
- * each k * E formed once with the E value (k belongs to its grad_output row): in the
- * cache, k3s1p1 4 x 64 x 56 x 56 took 0.94-0.96x the time of k applied at every row, 1
- * x 64 x 112 x 112 0.89x (2-vCPU EPYC; strips of 16 columns and bands of rows gained
- * nothing more).  In the cache (f->nt = 0) the strips are stored as they are, the last
- * one overlapping the one before where W is not a multiple of 8.  Streamed (W a multiple
+ * each k * E formed once with the E value (k belongs to its grad_output row).  In the
+ * cache (f->nt = 0) the strips are stored as they are, the last one overlapping the one
+ * before where W is not a multiple of 8.  Streamed (W a multiple
  * of 8, the output 16-byte aligned) they lie on the output's lines, each streamed whole;
  * where the rows start tb = 2, 4 or 6 values into a line, the line across two rows takes
  * the last tb values of the strip at W - 8 (kept in T) and the first 8 - tb of the strip
@@ -766,23 +835,18 @@ static inline void pg_fused64_grow(const pg_fused64 *f, const double *gbase, ptr
  */
 enum { PG_STRIP_STREAM, PG_STRIP_KEEP, PG_STRIP_SEAM, PG_STRIP_STORE };
 
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_seam_line(double *dst, __m256d t0, __m256d t1, __m256d u0, __m256d u1,
-                                int tb)
+/* eight doubles streamed to dst (32-byte aligned) */
+PG_VEC_INLINE void pg_stream8_f64(double *dst, pg_d4 lo, pg_d4 hi)
 {
-    __m256d lo, hi;
-    if (tb == 2) {
-        lo = _mm256_permute2f128_pd(t1, u0, 0x21);
-        hi = _mm256_permute2f128_pd(u0, u1, 0x21);
-    } else if (tb == 4) {
-        lo = t1;
-        hi = u0;
-    } else {
-        lo = _mm256_permute2f128_pd(t0, t1, 0x21);
-        hi = _mm256_permute2f128_pd(t1, u0, 0x21);
-    }
-    _mm256_stream_pd(dst, lo);
-    _mm256_stream_pd(dst + 4, hi);
+    pg_f8_stream(dst, (pg_f8)lo, PG_ISA_AVX2);
+    pg_f8_stream(dst + 4, (pg_f8)hi, PG_ISA_AVX2);
+}
+
+PG_VEC_INLINE void pg_seam_line(double *dst, pg_d4 t0, pg_d4 t1, pg_d4 u0, pg_d4 u1, int tb)
+{
+    if (tb == 2) pg_stream8_f64(dst, pg_d4_mid(t1, u0), pg_d4_mid(u0, u1));
+    else if (tb == 4) pg_stream8_f64(dst, t1, u0);
+    else pg_stream8_f64(dst, pg_d4_mid(t0, t1), pg_d4_mid(t1, u0));
 }
 
 /* one strip: columns q .. q + 7 of rows h0 .. h1 (x: row h0's column q) */
@@ -792,33 +856,33 @@ static inline void pg_strip64(const pg_fused64 *f, const double *grow0, ptrdiff_
                               ptrdiff_t q, const int M, const int mode, int tb, double *x,
                               double *T, double *carry, pg_pf *nx)
 {
-    const __m256d z = _mm256_setzero_pd();
+    const pg_d4 z = PG_SPLAT4(0.0);
     const double *const g0 = grow0 + f->pc[0] + q;
     /* (the table pointers in registers: the stores may alias f) */
     const int64_t *const hlo = f->hlo, *const hhi = f->hhi;
     const double *const wh = f->wh;
     const ptrdiff_t W = f->W;
-    __m256d a0 = z, a1 = z, b0 = z, b1 = z, c0 = z, c1 = z;
+    pg_d4 a0 = z, a1 = z, b0 = z, b1 = z, c0 = z, c1 = z;
     ptrdiff_t top = oh0;
     for (ptrdiff_t ih = h0; ih < h1; ih++, x += W) {
         const ptrdiff_t p = hlo[ih], e = hhi[ih], nh = e - p;
         pg_pf_step(nx, 1);
         for (; top < e; top++) {
             /* k for the row it belongs to, applied once: each row's k * E as before */
-            const __m256d k = _mm256_set1_pd(kd * wh[top]);
+            const pg_d4 k = PG_SPLAT4(kd * wh[top]);
             a0 = b0; a1 = b1; b0 = c0; b1 = c1;
             PG_PHASE_SUM4D(c0, g0 + (top - oh0) * gstep, M, 0)
             PG_PHASE_SUM4D(c1, g0 + (top - oh0) * gstep, M, 4)
-            c0 = _mm256_mul_pd(k, c0);
-            c1 = _mm256_mul_pd(k, c1);
+            c0 = k * c0;
+            c1 = k * c1;
         }
-        __m256d v0, v1;
+        pg_d4 v0, v1;
         if (nh == 3) {
-            v0 = _mm256_add_pd(_mm256_add_pd(a0, b0), c0);
-            v1 = _mm256_add_pd(_mm256_add_pd(a1, b1), c1);
+            v0 = (a0 + b0) + c0;
+            v1 = (a1 + b1) + c1;
         } else if (nh == 2) {
-            v0 = _mm256_add_pd(b0, c0);
-            v1 = _mm256_add_pd(b1, c1);
+            v0 = b0 + c0;
+            v1 = b1 + c1;
         } else if (nh == 1) {
             v0 = c0;
             v1 = c1;
@@ -826,23 +890,22 @@ static inline void pg_strip64(const pg_fused64 *f, const double *grow0, ptrdiff_
             v0 = v1 = z;
         }
         if (mode == PG_STRIP_STREAM) {
-            _mm256_stream_pd(x, v0);
-            _mm256_stream_pd(x + 4, v1);
+            pg_stream8_f64(x, v0, v1);
         } else if (mode == PG_STRIP_STORE) {
-            _mm256_storeu_pd(x, v0);
-            _mm256_storeu_pd(x + 4, v1);
+            pg_d4_store(x, v0);
+            pg_d4_store(x + 4, v1);
         } else if (mode == PG_STRIP_KEEP) {
             double *const t = T + 8 * (ih - h0);
-            _mm256_store_pd(t, v0);
-            _mm256_store_pd(t + 4, v1);
+            pg_d4_store(t, v0);
+            pg_d4_store(t + 4, v1);
         } else {   /* the line from the row before's last tb values and these */
             const double *const t = ih > h0 ? T + 8 * (ih - h0 - 1) : carry;
             if (ih > h0 || carry != NULL) {
-                pg_seam_line(x - tb, _mm256_load_pd(t), _mm256_load_pd(t + 4), v0, v1, tb);
+                pg_seam_line(x - tb, pg_d4_load(t), pg_d4_load(t + 4), v0, v1, tb);
             } else {   /* the region's first line: this row's values only */
                 double y[8];
-                _mm256_storeu_pd(y, v0);
-                _mm256_storeu_pd(y + 4, v1);
+                pg_d4_store(y, v0);
+                pg_d4_store(y + 4, v1);
                 for (int k = 0; k < 8 - tb; k++) x[k] = y[k];
             }
         }
@@ -967,7 +1030,7 @@ static inline int pg_fused_f64_run(const pg_fused64 *f, const double *gbase, dou
     return 0;
 }
 
-#define PG_DEFINE_ITEM(NAME, ATTR, REGION, AVX)                                             \
+#define PG_DEFINE_ITEM(NAME, ATTR, REGION, ISA)                                             \
 ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,               \
                       ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,               \
                       float *PG_RESTRICT grow, float *PG_RESTRICT E,                        \
@@ -981,8 +1044,9 @@ ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,   
     ptrdiff_t j;                                                                            \
     grow[Wo] = 0.0f;          /* an empty cover */                                          \
     grow[Wo + 1] = -0.0f;     /* a padding tap */                                           \
-    if (AVX && pg_item_erows_ok(g))                                                         \
-        pg_item_erows(g, gbase, od0, od1, oh0, oh1, E);                                     \
+    const int AVX2 = ISA == PG_ISA_AVX2;   /* (the stage's flag) */                         \
+    if (PG_VEC && pg_item_erows_ok(g))                                                      \
+        PG_ROWS(ISA, pg_item_erows, g, gbase, od0, od1, oh0, oh1, E);                       \
     else                                                                                    \
     for (ptrdiff_t od = od0; od < od1; od++) {                                              \
         for (ptrdiff_t oh = oh0; oh < oh1; oh++) {                                          \
@@ -990,7 +1054,7 @@ ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,   
             if (ww) { for (j = 0; j < Wo; j++) grow[j] = src[j] * ww[j]; }                  \
             else    { for (j = 0; j < Wo; j++) grow[j] = src[j]; }                          \
             pg_item_expand(g, grow, E + ((od - od0) * noh + (oh - oh0)) * W,                \
-                           g->wd[od] * g->wh[oh], tmp, AVX);                                \
+                           g->wd[od] * g->wh[oh], tmp, ISA);                                \
         }                                                                                   \
     }                                                                                       \
     /* outputs larger than the cache: where an item's rows follow each other in memory     \
@@ -1003,27 +1067,26 @@ ATTR static void NAME(const pg_item_f32 *g, const float *gbase, float *xbase,   
     const int64_t *PG_RESTRICT hlo = g->hlo, *PG_RESTRICT hhi = g->hhi;                    \
     const int64_t *PG_RESTRICT hstep = g->hstep;                                            \
     const ptrdiff_t xs2 = g->xs2, xs3 = g->xs3;                                             \
-    const int merge = AVX && W >= 8 && (use_sw || xs3 == W);                               \
-    if (merge && g->hsteps) PG_ITEM_COMBINE_ROWS(1, AVX)                                    \
-    else PG_ITEM_COMBINE_ROWS(0, AVX)                                                       \
-    if (use_sw) pg_stage_end(&st, AVX);                                                     \
+    const int merge = PG_VEC && W >= 8 && (use_sw || xs3 == W);                            \
+    if (merge && g->hsteps) PG_ITEM_COMBINE_ROWS(1, ISA)                                    \
+    else PG_ITEM_COMBINE_ROWS(0, ISA)                                                       \
+    if (use_sw) pg_stage_end(&st, AVX2);                                                    \
 }
 
 /* built with and without the region writer (a constant, so the plain build carries none of
  * its tests), for baseline x86-64 and AVX2 */
-PG_DEFINE_ITEM(pg_item_base_f32, , 0, 0)
-PG_DEFINE_ITEM(pg_item_base_sw_f32, , 1, 0)
+PG_DEFINE_ITEM(pg_item_base_f32, , 0, PG_ISA_BASE)
+PG_DEFINE_ITEM(pg_item_base_sw_f32, , 1, PG_ISA_BASE)
 #if PG_X86_DISPATCH
-PG_DEFINE_ITEM(pg_item_avx2_f32, PG_TARGET_AVX2, 0, 1)
-PG_DEFINE_ITEM(pg_item_avx2_sw_f32, PG_TARGET_AVX2, 1, 1)
+PG_DEFINE_ITEM(pg_item_avx2_f32, PG_TARGET_AVX2, 0, PG_ISA_AVX2)
+PG_DEFINE_ITEM(pg_item_avx2_sw_f32, PG_TARGET_AVX2, 1, PG_ISA_AVX2)
 #endif
 
-#if PG_X86_DISPATCH
+#if PG_VEC
 /* the nbytes at src copied to c rows dst, dst + step, ...: loaded once (128-byte blocks, or
  * up to four vectors for a shorter row, the last one overlapping the one before), stored to
  * every row */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_copy_row_body(char *dst, ptrdiff_t step, ptrdiff_t c, const char *src,
+PG_VEC_INLINE void pg_copy_row_body(char *dst, ptrdiff_t step, ptrdiff_t c, const char *src,
                                     ptrdiff_t nbytes)
 {
     if (nbytes < 32) {
@@ -1041,28 +1104,66 @@ static inline void pg_copy_row_body(char *dst, ptrdiff_t step, ptrdiff_t c, cons
     for (ptrdiff_t off = 0;; off += blk) {
         if (off + blk > nbytes) off = nbytes - blk;
         const char *s = src + off;
-        const __m256i a = _mm256_loadu_si256((const __m256i *)s);
-        const __m256i b = _mm256_loadu_si256((const __m256i *)(s + o1));
-        const __m256i e = _mm256_loadu_si256((const __m256i *)(s + o2));
-        const __m256i f = _mm256_loadu_si256((const __m256i *)(s + o3));
+        const pg_f8 a = pg_f8_load(s), b = pg_f8_load(s + o1);
+        const pg_f8 e = pg_f8_load(s + o2), f = pg_f8_load(s + o3);
         for (char *d = dst + off, *const de = d + c * step; d != de; d += step) {
-            _mm256_storeu_si256((__m256i *)d, a);
-            _mm256_storeu_si256((__m256i *)(d + o1), b);
-            _mm256_storeu_si256((__m256i *)(d + o2), e);
-            _mm256_storeu_si256((__m256i *)(d + o3), f);
+            pg_f8_store(d, a);
+            pg_f8_store(d + o1, b);
+            pg_f8_store(d + o2, e);
+            pg_f8_store(d + o3, f);
         }
         if (off + blk == nbytes) break;
     }
 }
 
-/* out of line for the one-term items (inlined, it cost them 2-4 % more instructions through
- * their registers), inline in the 16-bit item (out of line, 2 % more there) */
-PG_TARGET_AVX2 __attribute__((noinline))
-static void pg_copy_row_avx2(char *dst, ptrdiff_t step, ptrdiff_t c, const char *src,
-                             ptrdiff_t nbytes)
+/* n >= 64 bytes from s to d: d's whole lines with aligned stores, two a line, and its
+ * partial end lines with unaligned ones (faster than memcpy for planes of a few KB copied
+ * from the first of their D run: docs/performance.md) */
+PG_VEC_INLINE void pg_copy_lines(char *PG_RESTRICT d, const char *PG_RESTRICT s, ptrdiff_t n)
 {
-    pg_copy_row_body(dst, step, c, src, nbytes);
+    pg_f8_store(d, pg_f8_load(s));
+    pg_f8_store(d + 32, pg_f8_load(s + 32));
+    for (ptrdiff_t i = (ptrdiff_t)((64u - ((uintptr_t)d & 63u)) & 63u); i + 64 <= n; i += 64) {
+        const pg_f8 a = pg_f8_load(s + i), b = pg_f8_load(s + i + 32);
+        pg_f8_store_aligned(d + i, a);
+        pg_f8_store_aligned(d + i + 32, b);
+    }
+    pg_f8_store(d + n - 64, pg_f8_load(s + n - 64));
+    pg_f8_store(d + n - 32, pg_f8_load(s + n - 32));
 }
+
+/* rows h0..h1 of D plane idd copied from plane `from` (rows contiguous, xs3 == W) */
+PG_VEC_INLINE void pg_item_copy_d_body(const pg_item_f32 *g, void *xbase, ptrdiff_t idd,
+                                       ptrdiff_t from, ptrdiff_t h0, ptrdiff_t h1,
+                                       ptrdiff_t es)
+{
+    const ptrdiff_t at = h0 * g->xs3 * es, n = (h1 - h0) * g->W * es;
+    char *const x = (char *)xbase + idd * g->xs2 * es + at;
+    const char *const src = (const char *)xbase + from * g->xs2 * es + at;
+    if (n >= 64) pg_copy_lines(x, src, n);
+    else memcpy(x, src, (size_t)n);
+}
+
+/* one copy of each per instruction set: pg_copy_row out of line for the one-term items
+ * (fewer instructions than inlined there), inline (pg_copy_row_body) in the 16-bit item */
+#define PG_COPY_ISA(SFX, ATTR)                                                              \
+ATTR __attribute__((noinline)) static void pg_copy_row_##SFX(char *dst, ptrdiff_t step,     \
+                                                             ptrdiff_t c, const char *src,  \
+                                                             ptrdiff_t nbytes)              \
+{                                                                                           \
+    pg_copy_row_body(dst, step, c, src, nbytes);                                            \
+}                                                                                           \
+ATTR static inline void pg_item_copy_d_##SFX(const pg_item_f32 *g, void *xbase,            \
+                                             ptrdiff_t idd, ptrdiff_t from, ptrdiff_t h0,   \
+                                             ptrdiff_t h1, ptrdiff_t es)                    \
+{                                                                                           \
+    pg_item_copy_d_body(g, xbase, idd, from, h0, h1, es);                                   \
+}
+
+PG_COPY_ISA(base, )
+#if PG_X86_DISPATCH
+PG_COPY_ISA(avx2, PG_TARGET_AVX2)
+#endif
 
 /* whether grad_input plane idd of an item (D index, rows h0..h1) equals the one before it:
  * the same covering D windows (so the same E rows and sums), with the rows contiguous, so
@@ -1073,117 +1174,74 @@ static inline int pg_item_same_d(const pg_item_f32 *g, ptrdiff_t d0, ptrdiff_t i
            && g->dhi[idd] == g->dhi[idd - 1];
 }
 
-/* n >= 64 bytes from s to d: d's whole lines with aligned stores, two a line, and its
- * partial end lines with unaligned ones.  Planes copied so from the first of their D run
- * (bfloat16 adaptive 15 x 63 x 63 -> 4 x 7 x 7: 7938-byte planes, the output 16 bytes
- * past a line; 2-vCPU EPYC): 1 thread 0.36-0.38 ms, against 0.44-0.47 with memcpy and
- * 0.51-0.73 with 128-byte runs of unaligned stores from the plane before; 2 threads
- * 0.174, against 0.175 and 0.198 */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_copy_lines_avx2(char *PG_RESTRICT d, const char *PG_RESTRICT s,
-                                      ptrdiff_t n)
-{
-    _mm256_storeu_si256((__m256i *)d, _mm256_loadu_si256((const __m256i *)s));
-    _mm256_storeu_si256((__m256i *)(d + 32), _mm256_loadu_si256((const __m256i *)(s + 32)));
-    for (ptrdiff_t i = (ptrdiff_t)((64u - ((uintptr_t)d & 63u)) & 63u); i + 64 <= n; i += 64) {
-        const __m256i a = _mm256_loadu_si256((const __m256i *)(s + i));
-        const __m256i b = _mm256_loadu_si256((const __m256i *)(s + i + 32));
-        _mm256_store_si256((__m256i *)(d + i), a);
-        _mm256_store_si256((__m256i *)(d + i + 32), b);
-    }
-    _mm256_storeu_si256((__m256i *)(d + n - 64),
-                        _mm256_loadu_si256((const __m256i *)(s + n - 64)));
-    _mm256_storeu_si256((__m256i *)(d + n - 32),
-                        _mm256_loadu_si256((const __m256i *)(s + n - 32)));
-}
-
-/* rows h0..h1 of D plane idd copied from plane `from` (rows contiguous, xs3 == W) */
-PG_TARGET_AVX2
-static inline void pg_item_copy_d(const pg_item_f32 *g, void *xbase, ptrdiff_t idd,
-                                  ptrdiff_t from, ptrdiff_t h0, ptrdiff_t h1, ptrdiff_t es)
-{
-    const ptrdiff_t at = h0 * g->xs3 * es, n = (h1 - h0) * g->W * es;
-    char *const x = (char *)xbase + idd * g->xs2 * es + at;
-    const char *const src = (const char *)xbase + from * g->xs2 * es + at;
-    if (n >= 64) pg_copy_lines_avx2(x, src, n);
-    else memcpy(x, src, (size_t)n);
-}
-
 /* k * (16-bit grad_output value j, widened, times its W weight): one value, and eight from
  * j on (kv = k in every lane); the products of the 16-bit R and N rows */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline float pg_h16_kx1(const uint16_t *src, const float *ww, float k, ptrdiff_t j,
-                               int bf16)
+PG_VEC_INLINE float pg_h16_kx1(const uint16_t *src, const float *ww, float k, ptrdiff_t j,
+                               int bf16, int isa)
 {
-    const float x = bf16 ? pg_bf16_to_f32(src[j]) : _cvtsh_ss(src[j]);
+    const float x = bf16 ? pg_bf16_to_f32(src[j]) : pg_f16_to_f32_isa(src[j], isa);
     return k * (ww ? x * ww[j] : x);
 }
 
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m256 pg_h16_kx8(const uint16_t *src, const float *ww, __m256 kv, ptrdiff_t j,
-                                int bf16)
+PG_VEC_INLINE pg_f8 pg_h16_kx8(const uint16_t *src, const float *ww, pg_f8 kv, ptrdiff_t j,
+                               int bf16, int isa)
 {
-    const __m128i h = _mm_loadu_si128((const __m128i *)(src + j));
-    __m256 x = bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
-                    : _mm256_cvtph_ps(h);
-    if (ww) x = _mm256_mul_ps(x, _mm256_loadu_ps(ww + j));
-    return _mm256_mul_ps(kv, x);
+    const pg_h8 h = pg_h8_load(src + j);
+    pg_f8 x = bf16 ? (pg_f8)(pg_h8_to_u8(h, isa) << 16) : pg_f8_from_f16(h, isa);
+    if (ww) x = x * pg_f8_load(ww + j);
+    return kv * x;
+}
+
+/* x rounded to bfloat16 (pg_f8_to_bf16), in 32-bit lanes; products that are bfloat16
+ * values already (k a power of two: kernel = stride = 2) take their top halves, NaNs
+ * included (the multiply has quieted them): the full rounding only where a low half is not
+ * zero */
+PG_VEC_INLINE pg_u8 pg_item_bf16_u8(pg_f8 x, int isa)
+{
+    return pg_f8_low16_zero(x, isa) ? (pg_u8)x >> 16 : pg_f8_to_bf16_u8(x, isa);
 }
 
 /* one R row of a 16-bit item: k * (grad_output row times the W weights), rounded to 16
  * bits, then the two sentinel slots (k * +0.0, k * -0.0 rounded): what the one-term
  * combine of the general path stores for each grad_input value they reach, from the same
  * products, in one pass */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_r_row_h16(uint16_t *r, const uint16_t *src, const float *ww, float k,
-                                ptrdiff_t Wo, int bf16, int sent)
+PG_VEC_INLINE void pg_r_row_h16(uint16_t *r, const uint16_t *src, const float *ww, float k,
+                                ptrdiff_t Wo, int bf16, int sent, int isa)
 {
-    const __m256 kv = _mm256_set1_ps(k);
+    const pg_f8 kv = pg_f8_set1_isa(k, isa);
     ptrdiff_t j = 0;
     if (Wo < 8) {
         for (; j < Wo; j++) {
-            const float v = pg_h16_kx1(src, ww, k, j, bf16);
-            r[j] = bf16 ? pg_f32_to_bf16(v) : _cvtss_sh(v, _MM_FROUND_TO_NEAREST_INT);
+            const float v = pg_h16_kx1(src, ww, k, j, bf16, isa);
+            r[j] = bf16 ? pg_f32_to_bf16(v) : pg_f32_to_f16_isa(v, isa);
         }
     } else {
         PG_FOR8_OVERLAP(j, Wo, {
-            const __m256 x = pg_h16_kx8(src, ww, kv, j, bf16);
-            __m128i o;
-            if (bf16) {
-                /* products that are bfloat16 values already (k a power of two: kernel =
-                 * stride = 2) round to their top halves, NaNs included (the multiply has
-                 * quieted them): the full rounding only where a low half is not zero */
-                const __m256i u = _mm256_castps_si256(x);
-                const __m256i v = _mm256_testz_si256(u, _mm256_set1_epi32(0xFFFF))
-                                      ? _mm256_srli_epi32(u, 16) : pg_bf16_round8_avx2(x);
-                o = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-            } else {
-                o = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT);
-            }
-            _mm_storeu_si128((__m128i *)(r + j), o);
+            const pg_f8 x = pg_h16_kx8(src, ww, kv, j, bf16, isa);
+            pg_h8_store(r + j, bf16 ? pg_u8_to_h8(pg_item_bf16_u8(x, isa), isa)
+                                    : pg_f8_to_f16(x, isa));
         })
     }
     if (!sent)
         return;
     const float z0 = k * 0.0f, z1 = k * -0.0f;
-    r[Wo] = bf16 ? pg_f32_to_bf16(z0) : _cvtss_sh(z0, _MM_FROUND_TO_NEAREST_INT);
-    r[Wo + 1] = bf16 ? pg_f32_to_bf16(z1) : _cvtss_sh(z1, _MM_FROUND_TO_NEAREST_INT);
+    r[Wo] = bf16 ? pg_f32_to_bf16(z0) : pg_f32_to_f16_isa(z0, isa);
+    r[Wo + 1] = bf16 ? pg_f32_to_bf16(z1) : pg_f32_to_f16_isa(z1, isa);
 }
 
 /* one R row: k * grad_output row (times the W weights), float32 */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_r_row_f32(float *r, const float *src, const float *ww, float k,
-                                ptrdiff_t Wo, int sent)
+PG_VEC_INLINE void pg_r_row_f32(float *r, const float *src, const float *ww, float k,
+                                ptrdiff_t Wo, int sent, int isa)
 {
-    const __m256 kv = _mm256_set1_ps(k);
+    const pg_f8 kv = pg_f8_set1_isa(k, isa);
     ptrdiff_t j = 0;
     if (Wo < 8) {
         for (; j < Wo; j++) r[j] = k * (ww ? src[j] * ww[j] : src[j]);
     } else {
         PG_FOR8_OVERLAP(j, Wo, {
-            __m256 v = _mm256_loadu_ps(src + j);
-            if (ww) v = _mm256_mul_ps(v, _mm256_loadu_ps(ww + j));
-            _mm256_storeu_ps(r + j, _mm256_mul_ps(kv, v));
+            pg_f8 v = pg_f8_load(src + j);
+            if (ww) v = v * pg_f8_load(ww + j);
+            pg_f8_store(r + j, kv * v);
         })
     }
     if (!sent)
@@ -1192,46 +1250,34 @@ static inline void pg_r_row_f32(float *r, const float *src, const float *ww, flo
     r[Wo + 1] = k * -0.0f;
 }
 
+/* the 16-bit spread table (g->spread) where the instruction set looks bytes up with a
+ * shuffle, else NULL: the items then take the run and column loops, or E rows, instead */
+PG_VEC_INLINE const int64_t *pg_item_spread16(const pg_item_f32 *g, int isa)
+{
+    return isa == PG_ISA_AVX2 || PG_VEC_BASE_LOOKUP ? g->spread : NULL;
+}
+
 /* the rounded 16-bit row r spread to columns 0..W-1 of dst (W >= 16) through the table sp
  * (_plan.spread): each block of 16 columns (the last one overlapping the one before)
- * shuffled from the 8 values at its base, or (wide) from the 16 there: the two halves'
- * shuffles, each zeroing the bytes of the other half (indices 16..31 carry into the sign
- * bit of the first, 0..15 borrow into that of the second), or-ed */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_spread16_row(uint16_t *dst, uint16_t *dst2, const uint16_t *r,
-                                   const int64_t *sp, ptrdiff_t W, int wide, int nt)
+ * looked up bytewise in the 8 values at its base, or (wide) in the 16 there: a lookup in
+ * each half, each zeroing the bytes of the other half (the indices are below 32: + 0x70
+ * sets bit 7 of those of the second half, - 16 that of those of the first), or-ed */
+PG_VEC_INLINE void pg_spread16_row(uint16_t *dst, uint16_t *dst2, const uint16_t *r,
+                                   const int64_t *sp, ptrdiff_t W, int wide, int nt, int isa)
 {
-    const __m256i c70 = _mm256_set1_epi8(0x70), c16 = _mm256_set1_epi8(16);
     for (ptrdiff_t j = 0;; j += 16, sp += 5) {
         if (j + 16 > W) j = W - 16;
-        const __m256i c = _mm256_loadu_si256((const __m256i *)(sp + 1));
-        const __m256i a = _mm256_broadcastsi128_si256(
-            _mm_loadu_si128((const __m128i *)(r + sp[0])));
-        __m256i v;
-        if (!wide) {
-            v = _mm256_shuffle_epi8(a, c);
-        } else {
-            const __m256i b = _mm256_broadcastsi128_si256(
-                _mm_loadu_si128((const __m128i *)(r + sp[0] + 8)));
-            v = _mm256_or_si256(_mm256_shuffle_epi8(a, _mm256_adds_epu8(c, c70)),
-                                _mm256_shuffle_epi8(b, _mm256_sub_epi8(c, c16)));
-        }
-        pg_store_pair(dst + j, dst2 ? dst2 + j : NULL, v, nt);
+        pg_b32 c;
+        memcpy(&c, sp + 1, 32);
+        const uint16_t *const t = r + sp[0];
+        pg_b32 v;
+        if (!wide)
+            v = pg_b32_lookup16(t, c, isa);
+        else
+            v = pg_b32_lookup16(t, c + 0x70, isa) | pg_b32_lookup16(t + 8, c - 16, isa);
+        pg_store_pair(dst + j, dst2 ? dst2 + j : NULL, (pg_f8)v, nt);
         if (j + 16 == W) break;
     }
-}
-
-/* each 16-bit (es 2) or 32-bit value of v's low half, then of its high half, twice */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m128i pg_twice_lo(__m128i v, ptrdiff_t es)
-{
-    return es == 2 ? _mm_unpacklo_epi16(v, v) : _mm_unpacklo_epi32(v, v);
-}
-
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m128i pg_twice_hi(__m128i v, ptrdiff_t es)
-{
-    return es == 2 ? _mm_unpackhi_epi16(v, v) : _mm_unpackhi_epi32(v, v);
 }
 
 /*
@@ -1241,86 +1287,65 @@ static inline __m128i pg_twice_hi(__m128i v, ptrdiff_t es)
  * registers as its R row would be (pg_r_row_h16, pg_r_row_f32: the same products, the same
  * rounding) and each value put twice in place, so no R row is stored or read back.
  */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline __m256i pg_dup2_block(const char *src, const float *ww, __m256 kv, ptrdiff_t i,
-                                    int half, int kind)
+PG_VEC_INLINE pg_f8 pg_dup2_block(const char *src, const float *ww, pg_f8 kv, ptrdiff_t i,
+                                  int half, int kind, int isa)
 {
     if (kind == 0) {
         const float *s = (const float *)src + i;
-        __m128 x = half ? _mm_castpd_ps(_mm_load_sd((const double *)s)) : _mm_loadu_ps(s);
-        if (ww)
-            x = _mm_mul_ps(x, half ? _mm_castpd_ps(_mm_load_sd((const double *)(ww + i)))
-                                   : _mm_loadu_ps(ww + i));
-        x = _mm_mul_ps(_mm256_castps256_ps128(kv), x);
-        return _mm256_castps_si256(_mm256_set_m128(_mm_unpackhi_ps(x, x), _mm_unpacklo_ps(x, x)));
+        pg_f4 x = (pg_f4)(half ? pg_h8_load_lo(s) : pg_h8_load(s));
+        if (ww) x = x * (pg_f4)(half ? pg_h8_load_lo(ww + i) : pg_h8_load(ww + i));
+        x = (pg_f4)pg_f8_lo(kv) * x;
+        return pg_f4_twice(x, isa);
     }
     const uint16_t *s = (const uint16_t *)src + i;
-    const __m128i h = half ? _mm_loadl_epi64((const __m128i *)s)
-                           : _mm_loadu_si128((const __m128i *)s);
-    __m256 x = kind == 1 ? _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16))
-                         : _mm256_cvtph_ps(h);
-    if (ww)
-        x = _mm256_mul_ps(x, half ? _mm256_insertf128_ps(_mm256_setzero_ps(),
-                                                          _mm_loadu_ps(ww + i), 0)
-                                  : _mm256_loadu_ps(ww + i));
-    x = _mm256_mul_ps(kv, x);
-    __m256i v;
-    if (kind == 1) {
-        /* as pg_r_row_h16: products that are bfloat16 values already take their top halves */
-        const __m256i u = _mm256_castps_si256(x);
-        v = _mm256_testz_si256(u, _mm256_set1_epi32(0xFFFF)) ? _mm256_srli_epi32(u, 16)
-                                                              : pg_bf16_round8_avx2(x);
-    } else {
-        v = _mm256_cvtepu16_epi32(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-    }
-    return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+    const pg_h8 h = half ? pg_h8_load_lo(s) : pg_h8_load(s);
+    pg_f8 x = kind == 1 ? (pg_f8)(pg_h8_to_u8(h, isa) << 16) : pg_f8_from_f16(h, isa);
+    if (ww) x = x * (half ? pg_f8_load16(ww + i, isa) : pg_f8_load(ww + i));
+    x = kv * x;
+    const pg_u8 v = kind == 1 ? pg_item_bf16_u8(x, isa) : pg_h8_to_u8(pg_f8_to_f16(x, isa), isa);
+    return (pg_f8)pg_u8_twice16(v, isa);
 }
 
 /* the row r0, and r1 where it is not NULL, formed so: W even, and at least one block long
  * (32 bytes) or W * es a multiple of 16.  Where W * es is a multiple of 16 the row ends in
  * whole blocks or a half block; otherwise its last block overlaps the one before (the same
  * values again).  Streamed 16 bytes at a time where nt (both rows 16-byte aligned, W * es a
- * multiple of 16: pg_store_pair).  Whole 32-byte streamed stores, with the row 16 bytes
- * past a boundary built from two blocks in turn, took 1.3x the time (bfloat16 k2s2
- * 32 x 256 x 56 x 56, 1 thread, 2-vCPU EPYC) */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_dup2_rows_body(char *r0, char *r1, const char *src, const float *ww,
-                                     float k, ptrdiff_t W, int kind, int nt)
+ * multiple of 16: pg_store_pair), which is faster than whole 32-byte streamed stores with
+ * the row 16 bytes past a boundary built from two blocks in turn */
+PG_VEC_INLINE void pg_dup2_rows_body(char *r0, char *r1, const char *src, const float *ww,
+                                     float k, ptrdiff_t W, int kind, int nt, int isa)
 {
     const ptrdiff_t es = kind ? 2 : 4, V = 32 / es;   /* values a block */
-    const __m256 kv = _mm256_set1_ps(k);
+    const pg_f8 kv = pg_f8_set1_isa(k, isa);
     ptrdiff_t j = 0;
     for (; j + V <= W; j += V)
         pg_store_pair(r0 + j * es, r1 ? r1 + j * es : NULL,
-                      pg_dup2_block(src, ww, kv, j / 2, 0, kind), nt);
+                      pg_dup2_block(src, ww, kv, j / 2, 0, kind, isa), nt);
     if (j == W)
         return;
     if ((W - j) * es != 16) {
         j = W - V;
         pg_store_pair(r0 + j * es, r1 ? r1 + j * es : NULL,
-                      pg_dup2_block(src, ww, kv, j / 2, 0, kind), 0);
+                      pg_dup2_block(src, ww, kv, j / 2, 0, kind, isa), 0);
         return;
     }
     /* a last half block */
-    const __m128i h = _mm256_castsi256_si128(pg_dup2_block(src, ww, kv, j / 2, 1, kind));
-    __m128i *const p0 = (__m128i *)(r0 + j * es), *const p1 = (__m128i *)(r1 + j * es);
-#if PG_HAVE_STREAM
+    const pg_h8 h = pg_f8_lo(pg_dup2_block(src, ww, kv, j / 2, 1, kind, isa));
+    char *const p0 = r0 + j * es, *const p1 = r1 + j * es;
     if (nt) {
-        _mm_stream_si128(p0, h);
-        if (r1) _mm_stream_si128(p1, h);
+        pg_h8_stream(p0, h);
+        if (r1) pg_h8_stream(p1, h);
         return;
     }
-#endif
-    _mm_storeu_si128(p0, h);
-    if (r1) _mm_storeu_si128(p1, h);
+    pg_h8_store(p0, h);
+    if (r1) pg_h8_store(p1, h);
 }
 
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_dup2_rows(char *r0, char *r1, const char *src, const float *ww, float k,
-                                ptrdiff_t W, int kind, int nt)
+PG_VEC_INLINE void pg_dup2_rows(char *r0, char *r1, const char *src, const float *ww, float k,
+                                ptrdiff_t W, int kind, int nt, int isa)
 {
-    if (nt) pg_dup2_rows_body(r0, r1, src, ww, k, W, kind, 1);
-    else pg_dup2_rows_body(r0, r1, src, ww, k, W, kind, 0);
+    if (nt) pg_dup2_rows_body(r0, r1, src, ww, k, W, kind, 1, isa);
+    else pg_dup2_rows_body(r0, r1, src, ww, k, W, kind, 0, isa);
 }
 
 /*
@@ -1329,14 +1354,207 @@ static inline void pg_dup2_rows(char *r0, char *r1, const char *src, const float
  * into R (one row of Wo + 2 per E row, the sentinel slots included); the first grad_input
  * row an R row covers picks its values from it through the taps, the others copy that
  * row: the same bits as expanding the rows and combining one term.  kind: 0 float32,
- * 1 bfloat16, 2 float16.
+ * 1 bfloat16, 2 float16.  pg_item_single_body plans the item and walks its planes and
+ * runs of rows; the functions before it do the parts.
  */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_, void *xbase_,
-                                ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                                float *PG_RESTRICT grow, void *PG_RESTRICT R_, int kind)
+
+/* the item's R rows, one per E row (od0..od1, oh0..oh0 + noh) */
+PG_VEC_INLINE void pg_single_r_rows(const pg_item_f32 *g, const char *gbase, char *R,
+                                    ptrdiff_t od0, ptrdiff_t od1, ptrdiff_t oh0,
+                                    ptrdiff_t noh, int kind, int isa)
 {
-    const ptrdiff_t W = g->W, Wo = g->Wo, rl = Wo + 2;
+    const ptrdiff_t Wo = g->Wo, rl = Wo + 2, es = kind ? 2 : 4;
+    for (ptrdiff_t od = od0; od < od1; od++) {
+        for (ptrdiff_t oh = oh0; oh < oh0 + noh; oh++) {
+            const char *src = gbase + (od * g->gs2 + oh * g->gs3) * es;
+            char *r = R + ((od - od0) * noh + (oh - oh0)) * rl * es;
+            const float k = g->wd[od] * g->wh[oh];
+            if (kind == 0) {
+                pg_r_row_f32((float *)r, (const float *)src, g->ww, k, Wo, g->sent, isa);
+                continue;
+            }
+            pg_r_row_h16((uint16_t *)r, (const uint16_t *)src, g->ww, k, Wo, kind == 1,
+                         g->sent, isa);
+        }
+    }
+}
+
+/* a plane whose rows all go in pairs under one H window each (`pairs`): one tight loop of
+ * pg_dup2_rows from grad_output plane a, without the run loop's tables and cases */
+PG_VEC_INLINE void pg_single_pairs(const pg_item_f32 *g, const char *gbase, char *dst,
+                                   ptrdiff_t a, ptrdiff_t h0, ptrdiff_t h1, int kind, int isa)
+{
+    const ptrdiff_t es = kind ? 2 : 4, W = g->W, step = g->xs3 * es;
+    const char *const gd = gbase + a * g->gs2 * es;
+    const ptrdiff_t gstep = g->gs3 * es;
+    const int64_t *const hlo = g->hlo;
+    const float *const wh = g->wh, *const ww = g->ww;
+    const float kd = g->wd[a];
+    /* streamed as the run loop streams a pair: every row 16-byte aligned */
+    if (g->pair_nt && ((uintptr_t)dst % 16u) == 0 && step % 16 == 0) {
+        for (ptrdiff_t ih = h0; ih < h1; ih += 2, dst += 2 * step)
+            pg_dup2_rows_body(dst, dst + step, gd + hlo[ih] * gstep, ww, kd * wh[hlo[ih]], W,
+                              kind, 1, isa);
+    } else {
+        for (ptrdiff_t ih = h0; ih < h1; ih += 2, dst += 2 * step)
+            pg_dup2_rows_body(dst, dst + step, gd + hlo[ih] * gstep, ww, kd * wh[hlo[ih]], W,
+                              kind, 0, isa);
+    }
+}
+
+/* kernel = stride = 2 along W, a pair of rows streamed: each value of R row r twice, 16
+ * bytes to each row at a time (W * es a multiple of 16, so no store overlaps another) */
+PG_VEC_INLINE void pg_single_dup2_nt(char *dst, char *dst2, const char *r, ptrdiff_t W,
+                                     ptrdiff_t es)
+{
+    const ptrdiff_t b32 = 32 / es;
+    for (ptrdiff_t j = 0; j < W; j += b32) {
+        const char *const s = r + j / 2 * es;
+        const ptrdiff_t o = j * es;
+        const int whole = j + b32 <= W;
+        const pg_h8 v = whole ? pg_h8_load(s) : pg_h8_load_lo(s);
+        const pg_h8 lo = pg_h8_twice_lo(v, es);
+        pg_h8_stream(dst + o, lo);
+        pg_h8_stream(dst2 + o, lo);
+        if (whole) {
+            const pg_h8 hi = pg_h8_twice_hi(v, es);
+            pg_h8_stream(dst + o + 16, hi);
+            pg_h8_stream(dst2 + o + 16, hi);
+        }
+    }
+}
+
+/* kernel = stride = 2 along W (W >= 32 / es): each value of R row r twice, from 32 bytes
+ * of R to 64 of grad_input (16 to 32 where the row is shorter), to dst and, where `two`,
+ * dst2 too; the last block starts at an even column and overlaps the one before (equal
+ * values again), an odd W's last column is left to the caller: the columns done */
+PG_VEC_INLINE ptrdiff_t pg_single_dup2(char *dst, char *dst2, const char *r, ptrdiff_t W,
+                                       ptrdiff_t es, int two, int isa)
+{
+    const ptrdiff_t b32 = 32 / es, blk = W >= 2 * b32 ? 2 * b32 : b32;
+    ptrdiff_t j = 0;
+    for (;; j += blk) {
+        if (j + blk > W) j = (W - blk) & ~(ptrdiff_t)1;
+        const char *const s = r + j / 2 * es;
+        const ptrdiff_t o = j * es;
+        if (blk > b32) {
+            pg_f8 a, b;
+            pg_f8_twice(pg_f8_load(s), &a, &b, (int)es, isa);
+            pg_f8_store(dst + o, a);
+            pg_f8_store(dst + o + 32, b);
+            if (two) {
+                pg_f8_store(dst2 + o, a);
+                pg_f8_store(dst2 + o + 32, b);
+            }
+        } else {
+            const pg_h8 v = pg_h8_load(s);
+            const pg_h8 lo = pg_h8_twice_lo(v, es), hi = pg_h8_twice_hi(v, es);
+            pg_h8_store(dst + o, lo);
+            pg_h8_store(dst + o + 16, hi);
+            if (two) {
+                pg_h8_store(dst2 + o, lo);
+                pg_h8_store(dst2 + o + 16, hi);
+            }
+        }
+        if (j + blk >= W - 1) break;
+    }
+    return j + blk;
+}
+
+/* columns j.. of the row dst (and dst2 where `two`) picked from R row r: through the spread
+ * table or the runs of equal taps where the row is whole (j = 0, not two), else column by
+ * column.  The spreads store the first two rows at once (c >= 2), streamed where pairs
+ * are.  The rows it made (1 or 2) */
+PG_VEC_INLINE ptrdiff_t pg_single_pick(const pg_item_f32 *g, char *dst, char *dst2,
+                                       const char *r, ptrdiff_t j, ptrdiff_t c, int two,
+                                       ptrdiff_t es, int isa)
+{
+    const ptrdiff_t W = g->W;
+    const int64_t *tap = g->wtap;
+    if (!two && j == 0 && (es == 2 ? pg_item_spread16(g, isa) : g->spread32) != NULL) {
+        const int spread2 = c >= 2;
+        const int nt = g->pair_nt && c == 2 && ((uintptr_t)dst % 16u) == 0;
+        /* the three forms with their arguments constant in the loops (a row and its flags
+         * as variables cost the one-row planes more) */
+#define PG_SPREAD_ROWS(D2, NT)                                                              \
+        if (es == 2)                                                                        \
+            pg_spread16_row((uint16_t *)dst, (uint16_t *)(D2), (const uint16_t *)r,         \
+                            g->spread, W, g->spread_wide, NT, isa);                         \
+        else                                                                                \
+            pg_spread32_rows((float *)dst, (float *)(D2), (const float *)r, g->spread32, W, \
+                             g->spread32_wide, NT, isa);
+        if (nt) { PG_SPREAD_ROWS(dst2, 1) }
+        else if (spread2) { PG_SPREAD_ROWS(dst2, 0) }
+        else { PG_SPREAD_ROWS(NULL, 0) }
+#undef PG_SPREAD_ROWS
+        return spread2 ? 2 : 1;
+    }
+    if (!two && j == 0 && g->wrun) {
+        if (es == 2)
+            PG_ROWS(isa, pg_runs_u16, (uint16_t *)dst, (const uint16_t *)r, tap, g->wrun,
+                    g->nrun, W);
+        else
+            PG_ROWS(isa, pg_runs_f32, (float *)dst, (const float *)r, tap, g->wrun, g->nrun,
+                    W, 1.0f, 0);
+    } else if (es == 2) {
+        for (; j < W; j++) {
+            const uint16_t v = ((const uint16_t *)r)[tap[j]];
+            ((uint16_t *)dst)[j] = v;
+            if (two) ((uint16_t *)dst2)[j] = v;
+        }
+    } else {
+        for (; j < W; j++) {
+            const float v = ((const float *)r)[tap[j]];
+            ((float *)dst)[j] = v;
+            if (two) ((float *)dst2)[j] = v;
+        }
+    }
+    return two ? 2 : 1;
+}
+
+/* a run of c rows from dst on (step bytes apart) under the same windows, E row e (plane a,
+ * row p of grad_output): one row formed, the others copies.  first[e]: the row already
+ * made from it, where the item keeps that table (else NULL) */
+PG_VEC_INLINE void pg_single_run(const pg_item_f32 *g, const char *gbase, const char *R,
+                                 char *dst, ptrdiff_t step, ptrdiff_t c, ptrdiff_t a,
+                                 ptrdiff_t p, ptrdiff_t e, const char **first, int direct,
+                                 int kind, int isa)
+{
+    const ptrdiff_t W = g->W, es = kind ? 2 : 4, rl = g->Wo + 2;
+    if (first && first[e]) {
+        PG_ROWS(isa, pg_copy_row, dst, step, c, first[e], W * es);
+        return;
+    }
+    if (first) first[e] = dst;
+    if (direct) {
+        /* the run's first two rows formed at once, streamed where pairs are (and for a run
+         * of one row) */
+        const int nt = g->pair_nt && c <= 2 && ((uintptr_t)dst % 16u) == 0 && step % 16 == 0;
+        pg_dup2_rows(dst, c >= 2 ? dst + step : NULL, gbase + (a * g->gs2 + p * g->gs3) * es,
+                     g->ww, g->wd[a] * g->wh[p], W, kind, nt, isa);
+        if (c > 2) PG_ROWS(isa, pg_copy_row, dst + 2 * step, step, c - 2, dst, W * es);
+        return;
+    }
+    const char *r = R + e * rl * es;
+    char *const dst2 = dst + step;
+#if PG_HAVE_STREAM
+    if (g->pair_nt && g->dup2 && c == 2 && ((uintptr_t)dst % 16u) == 0) {
+        pg_single_dup2_nt(dst, dst2, r, W, es);
+        return;
+    }
+#endif
+    const int two = c >= 2 && g->dup2 && W >= 32 / es;
+    const ptrdiff_t j = g->dup2 && W >= 32 / es ? pg_single_dup2(dst, dst2, r, W, es, two, isa)
+                                                : 0;
+    const ptrdiff_t t0 = pg_single_pick(g, dst, dst2, r, j, c, two, es, isa);
+    if (c > t0) PG_ROWS(isa, pg_copy_row, dst + t0 * step, step, c - t0, dst, W * es);
+}
+
+PG_VEC_INLINE void pg_item_single_body(const pg_item_f32 *g, const void *gbase_, void *xbase_,
+                                       ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
+                                       void *PG_RESTRICT R_, int kind, int isa)
+{
+    const ptrdiff_t W = g->W, rl = g->Wo + 2;
     const ptrdiff_t es = kind ? 2 : 4;
     const ptrdiff_t od0 = g->dlo[d0], od1 = g->dhi[d1 - 1];
     const ptrdiff_t oh0 = g->hlo[h0], oh1 = g->hhi[h1 - 1];
@@ -1345,22 +1563,10 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
     char *xbase = (char *)xbase_, *R = (char *)R_;
     /* kernel = stride = 2 along W, W even, rows of 32 bytes or more or of whole 16-byte
      * halves: rows formed straight from grad_output (pg_dup2_rows), no R rows.  Not 16-bit
-     * rows of up to 64 bytes in the cache: at 40 to 64 bytes they took 1.05-1.15x the time
-     * of the R rows (streamed 0.93-0.96x; 2-vCPU EPYC, 1 thread) */
+     * rows of up to 64 bytes in the cache, where the R rows are faster */
     const int direct = g->dup2 && W % 2 == 0 && ((W * es) % 16 == 0 || W * es >= 32)
                        && (kind == 0 || W * es > 64 || g->pair_nt);
-    for (ptrdiff_t od = od0; od < od1 && !direct; od++) {
-        for (ptrdiff_t oh = oh0; oh < oh1; oh++) {
-            const char *src = gbase + (od * g->gs2 + oh * g->gs3) * es;
-            char *r = R + ((od - od0) * noh + (oh - oh0)) * rl * es;
-            const float k = g->wd[od] * g->wh[oh];
-            if (kind == 0) {
-                pg_r_row_f32((float *)r, (const float *)src, g->ww, k, Wo, g->sent);
-                continue;
-            }
-            pg_r_row_h16((uint16_t *)r, (const uint16_t *)src, g->ww, k, Wo, kind == 1, g->sent);
-        }
-    }
+    if (!direct) pg_single_r_rows(g, gbase, R, od0, od1, oh0, noh, kind, isa);
     /* after the R rows: for each, the first grad_input row made from it, which later runs
      * of rows copy: the next D planes under the same window where pg_item_same_d cannot
      * copy them as one slab (rows not contiguous).  Otherwise each R row serves one run of
@@ -1376,23 +1582,18 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
         for (ptrdiff_t e = 0; e < nE; e++) first[e] = NULL;
     }
     /* the item's rows all in pairs under one H window each (kernel = stride = 2 along H
-     * too, or adaptive 2:1): each plane one tight loop of pg_dup2_rows, without the run
-     * loop's tables and cases.  k2s2 4 x 256 x 56 x 56 in the cache took 0.63-0.67x the
-     * time at 16 bits, 0.82-0.85x at float32 (1 and 2 threads, 2-vCPU EPYC); 32 x 256 x
-     * 56 x 56, streamed, 0.79-0.80x at 16 bits on 1 thread, the same on 2 */
+     * too, or adaptive 2:1): each plane through pg_single_pairs */
     int pairs = direct && !first && (h1 - h0) % 2 == 0;
     for (ptrdiff_t ih = h0; ih < h1 && pairs; ih += 2)
         pairs = g->hrun[ih] == 2 && g->hhi[ih] > g->hlo[ih];
     /* one covered row a plane, spread from its R row (small planes run as one row each,
-     * _plan.FLAT_PLANE_W): the same calls as the run loop's, without its cases (k2s2 32
-     * x 512 x 14 x 14 in the cache 0.93-0.95x the time at bfloat16 and float32, 1 thread,
-     * 2-vCPU EPYC; what is left is the spread's own loop) */
-    const int64_t *const sp = es == 2 ? g->spread : g->spread32;
+     * _plan.FLAT_PLANE_W): the same calls as the run loop's, without its cases */
+    const int64_t *const sp = es == 2 ? pg_item_spread16(g, isa) : g->spread32;
     const int flat1 = h1 - h0 == 1 && !direct && !first && sp != NULL
                       && !(g->dup2 && W >= 32 / es) && g->hhi[h0] > g->hlo[h0];
     for (ptrdiff_t idd = d0, lead = d0; idd < d1; idd++) {
         if (pg_item_same_d(g, d0, idd)) {
-            pg_item_copy_d(g, xbase, idd, lead, h0, h1, es);
+            PG_ROWS(isa, pg_item_copy_d, g, xbase, idd, lead, h0, h1, es);
             continue;
         }
         lead = idd;
@@ -1403,33 +1604,19 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
             const char *r = R + ((a - od0) * noh + (g->hlo[h0] - oh0)) * rl * es;
             if (es == 2)
                 pg_spread16_row((uint16_t *)dst, NULL, (const uint16_t *)r, sp, W,
-                                g->spread_wide, 0);
+                                g->spread_wide, 0, isa);
             else
                 pg_spread32_rows((float *)dst, NULL, (const float *)r, sp, W,
-                                 g->spread32_wide, 0);
+                                 g->spread32_wide, 0, isa);
             continue;
         }
         if (pairs && dcov) {
-            char *dst = xbase + (idd * g->xs2 + h0 * g->xs3) * es;
-            const char *const gd = gbase + a * g->gs2 * es;
-            const ptrdiff_t gstep = g->gs3 * es;
-            const int64_t *const hlo = g->hlo;
-            const float *const wh = g->wh, *const ww = g->ww;
-            const float kd = g->wd[a];
-            /* streamed as the run loop streams a pair: every row 16-byte aligned */
-            if (g->pair_nt && ((uintptr_t)dst % 16u) == 0 && step % 16 == 0) {
-                for (ptrdiff_t ih = h0; ih < h1; ih += 2, dst += 2 * step)
-                    pg_dup2_rows_body(dst, dst + step, gd + hlo[ih] * gstep, ww,
-                                      kd * wh[hlo[ih]], W, kind, 1);
-            } else {
-                for (ptrdiff_t ih = h0; ih < h1; ih += 2, dst += 2 * step)
-                    pg_dup2_rows_body(dst, dst + step, gd + hlo[ih] * gstep, ww,
-                                      kd * wh[hlo[ih]], W, kind, 0);
-            }
+            pg_single_pairs(g, gbase, xbase + (idd * g->xs2 + h0 * g->xs3) * es, a, h0, h1,
+                            kind, isa);
             continue;
         }
         for (ptrdiff_t ih = h0; ih < h1;) {
-            /* a run of c rows under the same H window: one row formed, the others copies */
+            /* a run of c rows under the same H window */
             const ptrdiff_t p = g->hlo[ih], q = g->hhi[ih];
             const ptrdiff_t c = pg_item_hrun(g, ih, h1);
             char *dst = xbase + (idd * g->xs2 + ih * g->xs3) * es;
@@ -1439,148 +1626,31 @@ static inline void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
                     memset(dst + t * step, 0, (size_t)(W * es));   /* +0.0 in every format */
                 continue;
             }
-            const ptrdiff_t e = (a - od0) * noh + (p - oh0);
-            if (first && first[e]) {
-                pg_copy_row_avx2(dst, step, c, first[e], W * es);
-                continue;
-            }
-            if (first) first[e] = dst;
-            if (direct) {
-                /* the run's first two rows formed at once, streamed where pairs are (and
-                 * for a run of one row) */
-                const int nt = g->pair_nt && c <= 2 && ((uintptr_t)dst % 16u) == 0
-                               && step % 16 == 0;
-                pg_dup2_rows(dst, c >= 2 ? dst + step : NULL,
-                             gbase + (a * g->gs2 + p * g->gs3) * es, g->ww,
-                             g->wd[a] * g->wh[p], W, kind, nt);
-                if (c > 2) pg_copy_row_avx2(dst + 2 * step, step, c - 2, dst, W * es);
-                continue;
-            }
-            const char *r = R + e * rl * es;
-            const int64_t *tap = g->wtap;
-            ptrdiff_t j = 0;
-            /* kernel = stride = 2 along W: each value twice, from 32 bytes of R to 64 of
-             * grad_input (16 to 32 where the row is shorter), stored to the run's first two
-             * rows at once; the last block starts at an even column and overlaps the one
-             * before (equal values again), an odd W's last column is left to the loop */
-            const ptrdiff_t b32 = 32 / es, blk = W >= 2 * b32 ? 2 * b32 : b32;
-            const int two = c >= 2 && g->dup2 && W >= b32;
-            char *const dst2 = dst + step;
-#if PG_HAVE_STREAM
-            if (g->pair_nt && g->dup2 && c == 2 && ((uintptr_t)dst % 16u) == 0) {
-                /* the pair streamed, 16 bytes to each row at a time (W * es a multiple of
-                 * 16, so no store overlaps another) */
-                for (j = 0; j < W; j += b32) {
-                    const char *const s = r + j / 2 * es;
-                    const ptrdiff_t o = j * es;
-                    const int whole = j + b32 <= W;
-                    const __m128i v = whole ? _mm_loadu_si128((const __m128i *)s)
-                                            : _mm_loadl_epi64((const __m128i *)s);
-                    const __m128i lo = pg_twice_lo(v, es);
-                    _mm_stream_si128((__m128i *)(dst + o), lo);
-                    _mm_stream_si128((__m128i *)(dst2 + o), lo);
-                    if (whole) {
-                        const __m128i hi = pg_twice_hi(v, es);
-                        _mm_stream_si128((__m128i *)(dst + o + 16), hi);
-                        _mm_stream_si128((__m128i *)(dst2 + o + 16), hi);
-                    }
-                }
-                continue;
-            }
-#endif
-            if (g->dup2 && W >= b32) {
-                for (;; j += blk) {
-                    if (j + blk > W) j = (W - blk) & ~(ptrdiff_t)1;
-                    const char *const s = r + j / 2 * es;
-                    const ptrdiff_t o = j * es;
-                    if (blk > b32) {
-                        const __m256i v = _mm256_loadu_si256((const __m256i *)s);
-                        __m256i lo, hi;
-                        if (es == 2) {
-                            lo = _mm256_unpacklo_epi16(v, v);
-                            hi = _mm256_unpackhi_epi16(v, v);
-                        } else {
-                            lo = _mm256_unpacklo_epi32(v, v);
-                            hi = _mm256_unpackhi_epi32(v, v);
-                        }
-                        /* lo, hi hold the doubled values of each 128-bit half in turn */
-                        const __m256i a = _mm256_permute2x128_si256(lo, hi, 0x20);
-                        const __m256i b = _mm256_permute2x128_si256(lo, hi, 0x31);
-                        _mm256_storeu_si256((__m256i *)(dst + o), a);
-                        _mm256_storeu_si256((__m256i *)(dst + o + 32), b);
-                        if (two) {
-                            _mm256_storeu_si256((__m256i *)(dst2 + o), a);
-                            _mm256_storeu_si256((__m256i *)(dst2 + o + 32), b);
-                        }
-                    } else {
-                        const __m128i v = _mm_loadu_si128((const __m128i *)s);
-                        const __m128i lo = pg_twice_lo(v, es), hi = pg_twice_hi(v, es);
-                        _mm_storeu_si128((__m128i *)(dst + o), lo);
-                        _mm_storeu_si128((__m128i *)(dst + o + 16), hi);
-                        if (two) {
-                            _mm_storeu_si128((__m128i *)(dst2 + o), lo);
-                            _mm_storeu_si128((__m128i *)(dst2 + o + 16), hi);
-                        }
-                    }
-                    if (j + blk >= W - 1) break;
-                }
-                j += blk;
-            }
-            /* the spreads store the first two rows at once, streamed where pairs are */
-            int spread2 = 0;
-            if (!two && j == 0 && (es == 2 ? g->spread : g->spread32) != NULL) {
-                spread2 = c >= 2;
-                const int nt = g->pair_nt && c == 2 && ((uintptr_t)dst % 16u) == 0;
-                /* the three forms with their arguments constant in the loops (a row and
-                 * its flags as variables cost the one-row planes 1.2x) */
-#define PG_SPREAD_ROWS(D2, NT)                                                              \
-                if (es == 2)                                                                \
-                    pg_spread16_row((uint16_t *)dst, (uint16_t *)(D2), (const uint16_t *)r, \
-                                    g->spread, W, g->spread_wide, NT);                      \
-                else                                                                        \
-                    pg_spread32_rows((float *)dst, (float *)(D2), (const float *)r,         \
-                                     g->spread32, W, g->spread32_wide, NT);
-                if (nt) { PG_SPREAD_ROWS(dst2, 1) }
-                else if (spread2) { PG_SPREAD_ROWS(dst2, 0) }
-                else { PG_SPREAD_ROWS(NULL, 0) }
-#undef PG_SPREAD_ROWS
-            } else if (!two && j == 0 && g->wrun) {
-                if (es == 2)
-                    pg_runs_u16_avx2((uint16_t *)dst, (const uint16_t *)r, tap, g->wrun,
-                                     g->nrun, W);
-                else
-                    pg_runs_f32_avx2((float *)dst, (const float *)r, tap, g->wrun, g->nrun,
-                                     W, 1.0f, 0);
-            } else if (es == 2) {
-                for (; j < W; j++) {
-                    const uint16_t v = ((const uint16_t *)r)[tap[j]];
-                    ((uint16_t *)dst)[j] = v;
-                    if (two) ((uint16_t *)dst2)[j] = v;
-                }
-            } else {
-                for (; j < W; j++) {
-                    const float v = ((const float *)r)[tap[j]];
-                    ((float *)dst)[j] = v;
-                    if (two) ((float *)dst2)[j] = v;
-                }
-            }
-            const ptrdiff_t t0 = two || spread2 ? 2 : 1;
-            if (c > t0) pg_copy_row_avx2(dst + t0 * step, step, c - t0, dst, W * es);
+            pg_single_run(g, gbase, R, dst, step, c, a, p, (a - od0) * noh + (p - oh0), first,
+                          direct, kind, isa);
         }
     }
 }
 
-/* one copy of the item per format, each with its element size a constant */
-__attribute__((target("avx2,f16c")))
-static void pg_item_single_avx2(const pg_item_f32 *g, const void *gbase, void *xbase,
-                                ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                                float *PG_RESTRICT grow, void *PG_RESTRICT R, int kind)
-{
-    if (kind == 0) pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, grow, R, 0);
-    else if (kind == 1) pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, grow, R, 1);
-    else pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, grow, R, 2);
+/* one copy of the item per instruction set and format, each with its element size a
+ * constant */
+#define PG_SINGLE_ISA(NAME, ATTR, ISA)                                                      \
+ATTR static void NAME(const pg_item_f32 *g, const void *gbase, void *xbase, ptrdiff_t d0,   \
+                      ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1, void *PG_RESTRICT R,        \
+                      int kind)                                                             \
+{                                                                                           \
+    if (kind == 0) pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, R, 0, ISA);         \
+    else if (kind == 1) pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, R, 1, ISA);    \
+    else pg_item_single_body(g, gbase, xbase, d0, d1, h0, h1, R, 2, ISA);                   \
 }
 
+PG_SINGLE_ISA(pg_item_single_base, , PG_ISA_BASE)
+#if PG_X86_DISPATCH
+PG_SINGLE_ISA(pg_item_single_avx2, PG_TARGET_AVX2_F16C, PG_ISA_AVX2)
+#endif
+#endif
+
+#if PG_VEC
 /*
  * Overlapping D or H windows over one tap per column (g->spread, 16-bit): each grad_input
  * value is a sum over its covering rows of k * (grad_output value times its W weight), so
@@ -1594,28 +1664,42 @@ static void pg_item_single_avx2(const pg_item_f32 *g, const void *gbase, void *x
  */
 /* one N row: k * (grad_output row times the W weights), the sentinel slots (k * +0.0,
  * k * -0.0) where nw = Wo + 2, then zeros up to nw + 8 */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_n_row_h16(float *e, const uint16_t *src, const float *ww, float k,
-                                ptrdiff_t Wo, ptrdiff_t nw, int bf16)
+PG_VEC_INLINE void pg_n_row_h16(float *e, const uint16_t *src, const float *ww, float k,
+                                ptrdiff_t Wo, ptrdiff_t nw, int bf16, int isa)
 {
-    const __m256 kv = _mm256_set1_ps(k);
+    const pg_f8 kv = pg_f8_set1_isa(k, isa);
     if (Wo < 8) {
-        for (ptrdiff_t j = 0; j < Wo; j++) e[j] = pg_h16_kx1(src, ww, k, j, bf16);
+        for (ptrdiff_t j = 0; j < Wo; j++) e[j] = pg_h16_kx1(src, ww, k, j, bf16, isa);
     } else {
-        PG_FOR8_OVERLAP(j, Wo, { _mm256_storeu_ps(e + j, pg_h16_kx8(src, ww, kv, j, bf16)); })
+        PG_FOR8_OVERLAP(j, Wo, {
+            pg_f8_store(e + j, pg_h16_kx8(src, ww, kv, j, bf16, isa));
+        })
     }
     if (nw > Wo) {
         e[Wo] = k * 0.0f;
         e[Wo + 1] = k * -0.0f;
     }
-    _mm256_storeu_ps(e + nw, _mm256_setzero_ps());
+    pg_f8_store(e + nw, pg_f8_set1_isa(0.0f, isa));
 }
 
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_item_narrow_body(const pg_item_f32 *g, const uint16_t *gbase,
+/* the sum of nr >= 1 E rows at columns j .. j + 7, left to right (pg_stream.h's
+ * pg_combine8_avx2): r0, r1, r2 the first three (in registers), rows[] all of them */
+PG_VEC_INLINE pg_f8 pg_item_sum8(const float *r0, const float *r1, const float *r2,
+                                 const float **rows, ptrdiff_t nr, ptrdiff_t j)
+{
+    if (nr == 1) return pg_f8_load(r0 + j);
+    pg_f8 s = pg_f8_load(r0 + j) + pg_f8_load(r1 + j);
+    if (nr == 2) return s;
+    s = s + pg_f8_load(r2 + j);
+    for (ptrdiff_t r = 3; r < nr; r++) s = s + pg_f8_load(rows[r] + j);
+    return s;
+}
+
+PG_VEC_INLINE void pg_item_narrow_body(const pg_item_f32 *g, const uint16_t *gbase,
                                        uint16_t *xbase, ptrdiff_t d0, ptrdiff_t d1,
                                        ptrdiff_t h0, ptrdiff_t h1, float *PG_RESTRICT E,
-                                       const float **rows, uint16_t *PG_RESTRICT R, int bf16)
+                                       const float **rows, uint16_t *PG_RESTRICT R, int bf16,
+                                       int isa)
 {
     const ptrdiff_t W = g->W, Wo = g->Wo, nw = g->sent ? Wo + 2 : Wo, nwp = (nw + 7) & ~7;
     const ptrdiff_t od0 = g->dlo[d0], od1 = g->dhi[d1 - 1];
@@ -1626,7 +1710,7 @@ static inline void pg_item_narrow_body(const pg_item_f32 *g, const uint16_t *gba
     for (ptrdiff_t od = od0; od < od1; od++)
         for (ptrdiff_t oh = oh0; oh < oh1; oh++, e += W)
             pg_n_row_h16(e, gbase + od * g->gs2 + oh * g->gs3, g->ww, g->wd[od] * g->wh[oh],
-                         Wo, nw, bf16);
+                         Wo, nw, bf16, isa);
     /* rows one after another in each plane (as pg_item_same_d asks) */
     const int whole = g->xs3 == W;
     for (ptrdiff_t idd = d0; idd < d1;) {
@@ -1646,44 +1730,102 @@ static inline void pg_item_narrow_body(const pg_item_f32 *g, const uint16_t *gba
             const float *const r0 = rows[0], *const r1 = nr > 1 ? rows[1] : rows[0];
             const float *const r2 = nr > 2 ? rows[2] : rows[0];
             for (ptrdiff_t j = 0; j < nwp; j += 8) {
-                const __m256 v = pg_combine8_avx2(r0, r1, r2, rows, 0, nr, j);
-                __m128i o;
-                if (bf16) {
-                    const __m256i q = pg_bf16_round8_avx2(v);
-                    o = _mm_packus_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
-                } else {
-                    o = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
-                }
-                _mm_storeu_si128((__m128i *)(R + j), o);
+                const pg_f8 v = pg_item_sum8(r0, r1, r2, rows, nr, j);
+                pg_h8_store(R + j, bf16 ? pg_f8_to_bf16_isa(v, isa)
+                                        : pg_f8_to_f16(v, isa));
             }
             /* one row spread, the others (c rows in each of nd planes) copies of it */
-            pg_spread16_row((uint16_t *)dst, NULL, R, g->spread, W, g->spread_wide, 0);
+            pg_spread16_row((uint16_t *)dst, NULL, R, g->spread, W, g->spread_wide, 0, isa);
             if (c > 1) pg_copy_row_body(dst + step, step, c - 1, dst, W * 2);
             if (!whole)
                 for (ptrdiff_t u = 1; u < nd; u++)
                     pg_copy_row_body(dst + u * dstep, step, c, dst, W * 2);
         }
         if (whole)   /* the other planes copied whole from the first */
-            for (ptrdiff_t u = 1; u < nd; u++) pg_item_copy_d(g, xbase, idd + u, idd, h0, h1, 2);
+            for (ptrdiff_t u = 1; u < nd; u++)
+                PG_ROWS(isa, pg_item_copy_d, g, xbase, idd + u, idd, h0, h1, 2);
         idd += nd;
     }
 }
 
+/* a grad_input row of n >= 8 values, the sum of nr >= 1 E rows (r0, r1, r2 the first three,
+ * rows[] all of them) rounded to float16 eight values at a time, or to bfloat16 sixteen at
+ * a time (two blocks rounded into one store; AVX2 rounds the sixteen at once), the last
+ * block overlapping the one before (equal values again): pg_stream.h's fused 16-bit
+ * combine, the same sums rounded the same way */
+PG_VEC_INLINE void pg_item_combine_h16_body(uint16_t *dst, const float *r0, const float *r1,
+                                            const float *r2, const float **rows, ptrdiff_t nr,
+                                            ptrdiff_t n, int bf16, int isa)
+{
+    if (!bf16) {
+        PG_FOR8_OVERLAP(j, n, {
+            pg_h8_store(dst + j, pg_f8_to_f16(pg_item_sum8(r0, r1, r2, rows, nr, j), isa));
+        })
+        return;
+    }
+    ptrdiff_t j = 0;
+    for (; j + 16 <= n; j += 16)
+        pg_f8x2_store_bf16(dst + j, pg_item_sum8(r0, r1, r2, rows, nr, j),
+                           pg_item_sum8(r0, r1, r2, rows, nr, j + 8), isa);
+    if (j < n && n >= 16) {
+        pg_f8x2_store_bf16(dst + n - 16, pg_item_sum8(r0, r1, r2, rows, nr, n - 16),
+                           pg_item_sum8(r0, r1, r2, rows, nr, n - 8), isa);
+        return;
+    }
+    for (; j < n; j += 8) {
+        if (j + 8 > n) j = n - 8;
+        pg_h8_store(dst + j, pg_f8_to_bf16_isa(pg_item_sum8(r0, r1, r2, rows, nr, j), isa));
+    }
+}
+
+/* the same for any n (r0, r1, r2 the first three rows, or r0 where there are fewer), the
+ * common term counts as constants, so that the loops carry no test on them */
+PG_VEC_INLINE void pg_item_combine_h16(uint16_t *dst, const float *r0, const float *r1,
+                                       const float *r2, const float **rows, ptrdiff_t nr,
+                                       ptrdiff_t n, int bf16, int isa)
+{
+    if (n < 8) {
+        for (ptrdiff_t j = 0; j < n; j++) {
+            const float v = pg_combine1_f32(rows, nr, j);
+            dst[j] = bf16 ? pg_f32_to_bf16(v) : pg_f32_to_f16_isa(v, isa);
+        }
+        return;
+    }
+    if (nr == 1) pg_item_combine_h16_body(dst, r0, r0, r0, rows, 1, n, bf16, isa);
+    else if (nr == 2) pg_item_combine_h16_body(dst, r0, r1, r0, rows, 2, n, bf16, isa);
+    else if (nr == 3) pg_item_combine_h16_body(dst, r0, r1, r2, rows, 3, n, bf16, isa);
+    else pg_item_combine_h16_body(dst, r0, r1, r2, rows, nr, n, bf16, isa);
+}
+
+/* the same for nr >= 4 E rows rs floats apart from r0 on, n >= 8 (AVX2: pg_stream.h's, out
+ * of line) */
+PG_VEC_INLINE void pg_item_combine_h16_strided(uint16_t *dst, const float *r0, ptrdiff_t rs,
+                                               ptrdiff_t nr, ptrdiff_t n, int bf16, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_combine_h16_strided(dst, r0, rs, nr, n, bf16);
+        return;
+    }
+#endif
+    PG_FOR8_OVERLAP(j, n, {
+        const pg_f8 v = pg_sum8_strided(r0 + j, rs, nr);
+        pg_h8_store(dst + j, bf16 ? pg_f8_to_bf16_isa(v, isa) : pg_f8_to_f16(v, isa));
+    })
+}
+
 /*
- * The same item with bfloat16 / float16 grad_output and grad_input (AVX2, and F16C for
- * float16): rows widened and W-weighted as they are loaded, each grad_input row summed,
- * rounded once and stored by the fused 16-bit combine (pg_stream.h).  Where the W interior
- * has period 2, its E rows are formed as the float32 item forms them (one loop per pair of
- * phase term counts), and a grad_input row under one D window finds its E rows without the
- * cover table: NCHW 56 x 56 k3s2p1 bfloat16 6.0 -> 5.2 instructions a value, float16 4.8 ->
- * 4.0 (float32 2.8), 0.94-0.97x the time.  Returns 0 where the CPU lacks the instructions
- * (the caller then runs the general code).
+ * The same item with bfloat16 / float16 grad_output and grad_input: rows widened and
+ * W-weighted as they are loaded, each grad_input row summed, rounded once and stored by the
+ * fused 16-bit combine (pg_item_combine_h16).  Where the W interior has period 1 or 2, its
+ * E rows are formed as the float32 item forms them (one loop per pair of phase term
+ * counts), and a grad_input row under one D window finds its E rows without the cover
+ * table.
  */
-__attribute__((target("avx2,f16c")))
-static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16_t *xbase,
-                             ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                             float *PG_RESTRICT grow, float *PG_RESTRICT E, const float **rows,
-                             float *tmp, int bf16)
+PG_VEC_INLINE void pg_item_h16_body(const pg_item_f32 *g, const uint16_t *gbase,
+                                    uint16_t *xbase, ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0,
+                                    ptrdiff_t h1, float *PG_RESTRICT grow, float *PG_RESTRICT E,
+                                    const float **rows, float *tmp, int bf16, int isa)
 {
     const ptrdiff_t W = g->W, Wo = g->Wo;
     const ptrdiff_t od0 = g->dlo[d0], od1 = g->dhi[d1 - 1];
@@ -1692,30 +1834,30 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
     grow[Wo] = 0.0f;
     grow[Wo + 1] = -0.0f;
     if (g->single) {
-        pg_item_single_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, bf16 ? 1 : 2);
+        PG_ROWS(isa, pg_item_single, g, gbase, xbase, d0, d1, h0, h1, E, bf16 ? 1 : 2);
         return;
     }
-    if (g->spread) {   /* tmp: the rounded row (W floats' room, nwp + 8 values used) */
-        if (bf16) pg_item_narrow_body(g, gbase, xbase, d0, d1, h0, h1, E, rows, (uint16_t *)tmp, 1);
-        else pg_item_narrow_body(g, gbase, xbase, d0, d1, h0, h1, E, rows, (uint16_t *)tmp, 0);
+    if (pg_item_spread16(g, isa)) {   /* tmp: the rounded row (W floats' room, nwp + 8 used) */
+        uint16_t *const R = (uint16_t *)tmp;
+        if (bf16) pg_item_narrow_body(g, gbase, xbase, d0, d1, h0, h1, E, rows, R, 1, isa);
+        else pg_item_narrow_body(g, gbase, xbase, d0, d1, h0, h1, E, rows, R, 0, isa);
         return;
     }
     if (pg_item_erows_ok(g)) {
-        pg_item_erows_h16(g, gbase, od0, od1, oh0, oh1, E, bf16);
+        PG_ROWS(isa, pg_item_erows_h16, g, gbase, od0, od1, oh0, oh1, E, bf16);
     } else {
         for (ptrdiff_t od = od0; od < od1; od++) {
             for (ptrdiff_t oh = oh0; oh < oh1; oh++) {
                 const uint16_t *src = gbase + od * g->gs2 + oh * g->gs3;
-                if (bf16) pg_load_bf16_avx2(grow, src, g->ww, Wo);
-                else pg_load_f16_avx2(grow, src, g->ww, Wo);
+                pg_item_load_h16(grow, src, g->ww, Wo, bf16, isa);
                 pg_item_expand(g, grow, E + ((od - od0) * noh + (oh - oh0)) * W,
-                               g->wd[od] * g->wh[oh], tmp, 1);
+                               g->wd[od] * g->wh[oh], tmp, isa);
             }
         }
     }
     for (ptrdiff_t idd = d0, lead = d0; idd < d1; idd++) {
         if (pg_item_same_d(g, d0, idd)) {
-            pg_item_copy_d(g, xbase, idd, lead, h0, h1, 2);
+            PG_ROWS(isa, pg_item_copy_d, g, xbase, idd, lead, h0, h1, 2);
             continue;
         }
         lead = idd;
@@ -1740,9 +1882,8 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
                 const float *const r0 = E + (eb + p) * W, *const r1 = r0 + W, *const r2 = r1 + W;
                 const ptrdiff_t nr = nh > 0 ? nh : 0;
                 if (nr == 0) memset(dst, 0, (size_t)n * sizeof(uint16_t));
-                else if (nr > 3) pg_combine_h16_strided(dst, r0, W, nr, n, bf16);
-                else if (bf16) pg_combine_bf16_inline(dst, r0, r1, r2, rows, nr, n);
-                else pg_combine_f16_inline(dst, r0, r1, r2, rows, nr, n);
+                else if (nr > 3) pg_item_combine_h16_strided(dst, r0, W, nr, n, bf16, isa);
+                else pg_item_combine_h16(dst, r0, r1, r2, rows, nr, n, bf16, isa);
                 ptrdiff_t c = run;
                 if (run == 1) {
                     c = hrun[ih] < h1 - ih ? hrun[ih] : h1 - ih;   /* pg_item_hrun */
@@ -1774,9 +1915,8 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
             }
             if (nr == 0) memset(dst, 0, (size_t)W * sizeof(uint16_t));   /* +0.0 in both */
             else if (nr > 3 && nd == 1 && W >= 8)   /* E rows W apart */
-                pg_combine_h16_strided(dst, r0, W, nr, W, bf16);
-            else if (bf16) pg_combine_bf16_inline(dst, r0, r1, r2, rows, nr, W);
-            else pg_combine_f16_inline(dst, r0, r1, r2, rows, nr, W);
+                pg_item_combine_h16_strided(dst, r0, W, nr, W, bf16, isa);
+            else pg_item_combine_h16(dst, r0, r1, r2, rows, nr, W, bf16, isa);
             /* the rows after it with the same covering windows have the same E rows and
              * the same sum: its rounded values again (stride >= kernel, adaptive windows) */
             const ptrdiff_t c = hrun[ih] < h1 - ih ? hrun[ih] : h1 - ih;   /* pg_item_hrun */
@@ -1786,22 +1926,53 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
         }
     }
 }
+
+/* one copy per instruction set */
+static void pg_item_h16_base(const pg_item_f32 *g, const uint16_t *gbase, uint16_t *xbase,
+                             ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
+                             float *PG_RESTRICT grow, float *PG_RESTRICT E, const float **rows,
+                             float *tmp, int bf16)
+{
+    pg_item_h16_body(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp, bf16, PG_ISA_BASE);
+}
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2_F16C
+static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16_t *xbase,
+                             ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
+                             float *PG_RESTRICT grow, float *PG_RESTRICT E, const float **rows,
+                             float *tmp, int bf16)
+{
+    pg_item_h16_body(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp, bf16, PG_ISA_AVX2);
+}
+#endif
 #endif
 
+/* float16 items in the baseline copy (else the caller's general code) */
+#ifndef PG_ITEM_BASE_F16
+#define PG_ITEM_BASE_F16 1
+#endif
+/* 1 where the item ran in C: the AVX2 item where the CPU has it, else the baseline one (for
+ * float16 where PG_ITEM_BASE_F16); 0: the caller runs the general code */
 static inline int pg_item_h16_run(const pg_item_f32 *g, const uint16_t *gbase, uint16_t *xbase,
                                   ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
                                   float *grow, float *E, const float **rows, float *tmp,
                                   int bf16)
 {
-    if (!pg_have_h16(bf16))
-        return 0;
 #if PG_X86_DISPATCH
-    pg_item_h16_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp, bf16);
-#else
-    (void)g; (void)gbase; (void)xbase; (void)d0; (void)d1; (void)h0; (void)h1;
-    (void)grow; (void)E; (void)rows; (void)tmp;
+    if (pg_have_h16(bf16)) {
+        pg_item_h16_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp, bf16);
+        return 1;
+    }
 #endif
-    return 1;
+#if PG_VEC
+    if (bf16 || PG_ITEM_BASE_F16) {
+        pg_item_h16_base(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp, bf16);
+        return 1;
+    }
+#endif
+    (void)g; (void)gbase; (void)xbase; (void)d0; (void)d1; (void)h0; (void)h1;
+    (void)grow; (void)E; (void)rows; (void)tmp; (void)bf16;
+    return 0;
 }
 
 static inline void pg_item_f32_run(const pg_item_f32 *g, const float *gbase, float *xbase,
@@ -1810,12 +1981,18 @@ static inline void pg_item_f32_run(const pg_item_f32 *g, const float *gbase, flo
 {
 #if PG_X86_DISPATCH
     if (g->single && pg_have_h16(0)) {
-        pg_item_single_avx2(g, gbase, xbase, d0, d1, h0, h1, grow, E, 0);
+        pg_item_single_avx2(g, gbase, xbase, d0, d1, h0, h1, E, 0);
         return;
     }
     if (pg_have_avx2()) {
         (g->region ? pg_item_avx2_sw_f32 : pg_item_avx2_f32)(g, gbase, xbase, d0, d1, h0, h1,
                                                              grow, E, rows, tmp);
+        return;
+    }
+#endif
+#if PG_VEC
+    if (g->single) {
+        pg_item_single_base(g, gbase, xbase, d0, d1, h0, h1, E, 0);
         return;
     }
 #endif

@@ -27,14 +27,15 @@
 #include "pg_cpu.h"
 #include "pg_half.h"
 
+/* (defined without the layer too: the kernels pass isa to their element loops as well) */
+enum { PG_ISA_BASE = 0, PG_ISA_AVX2 = 1 };
+
 #if (defined(__GNUC__) || defined(__clang__)) && !defined(PG_NO_VEC)
 #define PG_VEC 1
 #if defined(__GNUC__) && !defined(__clang__)
 /* 32-byte vectors passed by value outside AVX code: only between inlined functions here */
 #pragma GCC diagnostic ignored "-Wpsabi"
 #endif
-
-enum { PG_ISA_BASE = 0, PG_ISA_AVX2 = 1 };
 
 typedef float pg_f8 __attribute__((vector_size(32)));
 typedef int32_t pg_i8 __attribute__((vector_size(32)));
@@ -615,7 +616,8 @@ PG_TARGET_AVX2_F16C static inline void pg_h16_set1_avx2(uint16_t x, pg_h16 *r)
     memcpy(r, &q, 32);
 }
 
-PG_TARGET_AVX2_F16C static inline void pg_h8_set1_avx2(uint16_t x, pg_h8 *r)
+/* (AVX2 alone: it inlines into AVX2 code without F16C too) */
+PG_TARGET_AVX2 static inline void pg_h8_set1_avx2(uint16_t x, pg_h8 *r)
 {
     const __m128i q = _mm_set1_epi16((short)x);
     memcpy(r, &q, 16);
@@ -1254,6 +1256,264 @@ PG_VEC_INLINE pg_i8 pg_i8_gt(pg_i8 a, pg_i8 b, int isa)
     return q;
 }
 /* --- end of the layer for pg_scatter.h's flat rows and comparisons --- */
+
+/* --- layer for pg_item.h --- */
+typedef uint8_t pg_b32 __attribute__((vector_size(32)));   /* 32 bytes (byte lookups) */
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#elif defined(__SSSE3__)
+#include <tmmintrin.h>
+#endif
+/* 1 where the baseline pg_b32_lookup16 is a byte shuffle (NEON's tbl, SSSE3's pshufb); 0
+ * where it goes byte by byte (SSE2, x86-64's baseline), which the callers then avoid */
+#if defined(__aarch64__) || defined(__SSSE3__)
+#define PG_VEC_BASE_LOOKUP 1
+#else
+#define PG_VEC_BASE_LOOKUP 0
+#endif
+#if defined(__clang__)
+#define PG_SHUFH8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define PG_SHUFH8(a, b, ...) __builtin_shuffle(a, b, (pg_h8){__VA_ARGS__})
+#endif
+
+/* the first and the last 16 bytes of v, and two 16-byte vectors as one of 32 */
+PG_VEC_INLINE pg_h8 pg_f8_lo(pg_f8 v) { pg_h8 h; memcpy(&h, &v, 16); return h; }
+PG_VEC_INLINE pg_h8 pg_f8_hi(pg_f8 v) { pg_h8 h; memcpy(&h, (const char *)&v + 16, 16); return h; }
+PG_VEC_INLINE pg_f8 pg_f8_join(pg_h8 a, pg_h8 b)
+{
+    pg_f8 v;
+    memcpy(&v, &a, 16);
+    memcpy((char *)&v + 16, &b, 16);
+    return v;
+}
+
+/* the 8 bytes at p, then zeros (one 8-byte load) */
+typedef uint64_t pg_q2 __attribute__((vector_size(16)));
+PG_VEC_INLINE pg_h8 pg_h8_load_lo(const void *p)
+{
+    uint64_t x;
+    memcpy(&x, p, 8);
+    return (pg_h8)(pg_q2){x, 0};
+}
+
+/* a 32-byte store to p, 32-byte aligned */
+PG_VEC_INLINE void pg_f8_store_aligned(void *p, pg_f8 v)
+{
+    memcpy(__builtin_assume_aligned(p, 32), &v, 32);
+}
+
+/* each 16-bit (es 2) or 32-bit value of the first (_lo) or last (_hi) 8 bytes of v twice */
+PG_VEC_INLINE pg_h8 pg_h8_twice_lo(pg_h8 v, int es)
+{
+    if (es == 2) return PG_SHUFH8(v, v, 0, 8, 1, 9, 2, 10, 3, 11);
+    return (pg_h8)PG_SHUF4((pg_i4)v, (pg_i4)v, 0, 4, 1, 5);
+}
+
+PG_VEC_INLINE pg_h8 pg_h8_twice_hi(pg_h8 v, int es)
+{
+    if (es == 2) return PG_SHUFH8(v, v, 4, 12, 5, 13, 6, 14, 7, 15);
+    return (pg_h8)PG_SHUF4((pg_i4)v, (pg_i4)v, 2, 6, 3, 7);
+}
+
+/* x in the four lanes (AVX2: vbroadcastsd; gcc 12 builds pg_d4_set1 inlined into AVX2 code
+ * from 128-bit halves) */
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2 static inline void pg_d4_set1_avx2(const double *x, pg_d4 *v)
+{
+    const __m256d r = _mm256_set1_pd(*x);
+    memcpy(v, &r, 32);
+}
+#endif
+
+PG_VEC_INLINE pg_d4 pg_d4_set1_isa(double x, int isa)
+{
+    PG_AVX2_RETURN(pg_d4, pg_d4_set1_avx2(&x, &pg_r_));
+    (void)isa;
+    return pg_d4_set1(x);
+}
+
+/* the last two lanes of a, then the first two of b (AVX2: one vperm2f128) */
+PG_VEC_INLINE pg_d4 pg_d4_mid(pg_d4 a, pg_d4 b)
+{
+#if defined(__clang__)
+    return __builtin_shufflevector(a, b, 2, 3, 4, 5);
+#else
+    return __builtin_shuffle(a, b, (pg_l4){2, 3, 4, 5});
+#endif
+}
+
+/* AVX2 forms (pointers: see pg_f8_from_f16_f16c) of the functions below */
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2 static inline int pg_f8_low16_zero_avx2(const pg_f8 *v)
+{
+    __m256i x;
+    memcpy(&x, v, 32);
+    return _mm256_testz_si256(x, _mm256_set1_epi32(0xFFFF));
+}
+
+PG_TARGET_AVX2 static inline void pg_f8_twice_avx2(const pg_f8 *v, pg_f8 *a, pg_f8 *b, int es)
+{
+    __m256i x, lo, hi;
+    memcpy(&x, v, 32);
+    if (es == 2) {
+        lo = _mm256_unpacklo_epi16(x, x);
+        hi = _mm256_unpackhi_epi16(x, x);
+    } else {
+        lo = _mm256_unpacklo_epi32(x, x);
+        hi = _mm256_unpackhi_epi32(x, x);
+    }
+    /* lo, hi hold the doubled values of each 128-bit half in turn */
+    const __m256i p = _mm256_permute2x128_si256(lo, hi, 0x20);
+    const __m256i q = _mm256_permute2x128_si256(lo, hi, 0x31);
+    memcpy(a, &p, 32);
+    memcpy(b, &q, 32);
+}
+
+PG_TARGET_AVX2 static inline void pg_b32_lookup16_avx2(const void *t, const pg_b32 *c,
+                                                      pg_b32 *r)
+{
+    __m256i x;
+    memcpy(&x, c, 32);
+    x = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)t)),
+                            x);
+    memcpy(r, &x, 32);
+}
+
+PG_TARGET_AVX2 static inline void pg_f8_load16_avx2(const void *p, pg_f8 *r)
+{
+    const __m256 v = _mm256_insertf128_ps(_mm256_setzero_ps(), _mm_loadu_ps((const float *)p),
+                                          0);
+    memcpy(r, &v, 32);
+}
+
+PG_TARGET_AVX2 static inline void pg_f4_twice_avx2(const pg_f4 *x, pg_f8 *r)
+{
+    __m128 v;
+    memcpy(&v, x, 16);
+    const __m256 t = _mm256_set_m128(_mm_unpackhi_ps(v, v), _mm_unpacklo_ps(v, v));
+    memcpy(r, &t, 32);
+}
+
+PG_TARGET_AVX2 static inline void pg_u8_twice16_avx2(const pg_u8 *v, pg_u8 *r)
+{
+    __m256i x;
+    memcpy(&x, v, 32);
+    x = _mm256_or_si256(x, _mm256_slli_epi32(x, 16));
+    memcpy(r, &x, 32);
+}
+
+PG_TARGET_AVX2 static inline void pg_f8_to_bf16_u8_avx2(const pg_f8 *v, pg_u8 *u)
+{
+    __m256 x;
+    memcpy(&x, v, 32);
+    const __m256i r = pg_bf16_round8_avx2(x);
+    memcpy(u, &r, 32);
+}
+#endif
+
+/* lanes of b where m's top bit is set, of a elsewhere (m's other bits: anything) */
+PG_VEC_INLINE pg_f8 pg_f8_blend_sign(pg_f8 a, pg_f8 b, pg_i8 m, int isa)
+{
+    PG_AVX2_RETURN(pg_f8, pg_f8_blend_avx2(&a, &b, &m, &pg_r_));   /* (vblendvps: top bits) */
+    (void)isa;
+    const pg_i8 s = m >> 31;
+    return (pg_f8)(((pg_i8)a & ~s) | ((pg_i8)b & s));
+}
+
+/* whether every lane's low 16 bits are 0 (float32 values that are bfloat16 values already) */
+PG_VEC_INLINE int pg_f8_low16_zero(pg_f8 v, int isa)
+{
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) return pg_f8_low16_zero_avx2(&v);
+#endif
+    (void)isa;
+    const pg_u8 u = (pg_u8)v & 0xFFFF;
+    uint64_t q[4];
+    memcpy(q, &u, 32);
+    return ((q[0] | q[1]) | (q[2] | q[3])) == 0;
+}
+
+/* each 16-bit (es 2) or 32-bit value of v twice, those of its first 16 bytes to *a, of its
+ * last 16 to *b */
+PG_VEC_INLINE void pg_f8_twice(pg_f8 v, pg_f8 *a, pg_f8 *b, int es, int isa)
+{
+    PG_AVX2_DO(pg_f8_twice_avx2(&v, a, b, es));
+    (void)isa;
+    const pg_h8 l = pg_f8_lo(v), h = pg_f8_hi(v);
+    *a = pg_f8_join(pg_h8_twice_lo(l, es), pg_h8_twice_hi(l, es));
+    *b = pg_f8_join(pg_h8_twice_lo(h, es), pg_h8_twice_hi(h, es));
+}
+
+/* the 16 bytes at p, then zeros */
+PG_VEC_INLINE pg_f8 pg_f8_load16(const void *p, int isa)
+{
+    PG_AVX2_RETURN(pg_f8, pg_f8_load16_avx2(p, &pg_r_));
+    (void)isa;
+    return pg_f8_join(pg_h8_load(p), (pg_h8){0, 0, 0, 0, 0, 0, 0, 0});
+}
+
+/* each of the four values of x twice */
+PG_VEC_INLINE pg_f8 pg_f4_twice(pg_f4 x, int isa)
+{
+    PG_AVX2_RETURN(pg_f8, pg_f4_twice_avx2(&x, &pg_r_));
+    (void)isa;
+    return pg_f8_join((pg_h8)PG_SHUF4(x, x, 0, 4, 1, 5), (pg_h8)PG_SHUF4(x, x, 2, 6, 3, 7));
+}
+
+/* each lane's 16-bit value (v's lanes below 0x10000) in both its halves: v | v << 16 */
+PG_VEC_INLINE pg_u8 pg_u8_twice16(pg_u8 v, int isa)
+{
+    PG_AVX2_RETURN(pg_u8, pg_u8_twice16_avx2(&v, &pg_r_));
+    (void)isa;
+    return v | v << 16;
+}
+
+/* pg_f8_to_bf16's values in 32-bit lanes (AVX2: pg_half.h's rounding) */
+PG_VEC_INLINE pg_u8 pg_f8_to_bf16_u8(pg_f8 v, int isa)
+{
+    PG_AVX2_RETURN(pg_u8, pg_f8_to_bf16_u8_avx2(&v, &pg_r_));
+    (void)isa;
+    return __builtin_convertvector(pg_f8_to_bf16(v), pg_u8);
+}
+
+/* r[i] = t[c[i] & 15] from the 16 bytes at t, 0 where bit 7 of c[i] is set (AVX2's
+ * vpshufb of them in both halves, NEON's tbl, SSSE3's pshufb, else byte by byte) */
+PG_VEC_INLINE pg_b32 pg_b32_lookup16(const void *t, pg_b32 c, int isa)
+{
+    pg_b32 r;
+#if PG_X86_DISPATCH
+    if (isa == PG_ISA_AVX2) {
+        pg_b32_lookup16_avx2(t, &c, &r);
+        return r;
+    }
+#endif
+    (void)isa;
+#if defined(__aarch64__)
+    const uint8x16_t tb = vld1q_u8((const uint8_t *)t), m = vdupq_n_u8(0x8F);
+    uint8x16_t c0, c1;
+    memcpy(&c0, &c, 16);
+    memcpy(&c1, (const char *)&c + 16, 16);
+    c0 = vqtbl1q_u8(tb, vandq_u8(c0, m));   /* indices 0x80.. out of range: 0 */
+    c1 = vqtbl1q_u8(tb, vandq_u8(c1, m));
+    memcpy(&r, &c0, 16);
+    memcpy((char *)&r + 16, &c1, 16);
+#elif defined(__SSSE3__)
+    const __m128i tb = _mm_loadu_si128((const __m128i *)t);
+    __m128i c0, c1;
+    memcpy(&c0, &c, 16);
+    memcpy(&c1, (const char *)&c + 16, 16);
+    c0 = _mm_shuffle_epi8(tb, c0);
+    c1 = _mm_shuffle_epi8(tb, c1);
+    memcpy(&r, &c0, 16);
+    memcpy((char *)&r + 16, &c1, 16);
+#else
+    uint8_t tb[16];
+    memcpy(tb, t, 16);
+    for (int i = 0; i < 32; i++) r[i] = (c[i] & 0x80) ? 0 : tb[c[i] & 15];
+#endif
+    return r;
+}
 
 #else
 #define PG_VEC 0
