@@ -712,24 +712,45 @@ typedef struct {
 } pg_fused64;
 
 #if PG_X86_DISPATCH
-/* four doubles pushed to the register-fed writer (pg_stream.h's pg_vs, AVX2: its vectors
- * are __m256, eight floats with the same bits) */
-#define PG_VS_PUSH4(V) pg_vs_push(&vs, (__m256)(V), PG_VS_NT)
-/* x in the four lanes (the fused items are AVX2 code) */
-#define PG_SPLAT4(x) pg_d4_set1_isa((x), PG_ISA_AVX2)
-/* the item's grad_input rows (F the tables, pg_fused64; T double, SET1 its broadcast, STEP
- * values a vector): each summed by ROW(nh, ...) from its nh covering rows (at most MAXNH)
- * with their weights vk0, vk1, vk2; zeros where no window covers it */
-#define PG_FUSED_RUN(F, T, SET1, STEP, MAXNH, ROW, ...)                                     \
+/* pg_stream.h's register-fed writer (pg_vs, AVX2 code taking __m256 by value) for the
+ * fused bodies below, which are written against the layer: functions of their own that
+ * take the four doubles (eight float lanes with the same bits) by pointer, as pg_vec.h's
+ * AVX2 forms do, inlined into the AVX2 item; nt a constant there */
+PG_TARGET_AVX2 static inline void pg_fused_vs_begin(pg_vs *v, double *dst, ptrdiff_t n,
+                                                    int nt)
+{
+    pg_vs_begin(v, (float *)dst, 2 * n, nt);
+}
+
+PG_TARGET_AVX2 static inline void pg_fused_vs_push(pg_vs *v, const pg_d4 *x, int nt)
+{
+    __m256 y;
+    memcpy(&y, x, 32);
+    if (nt) pg_vs_push(v, y, 1);
+    else pg_vs_push(v, y, 0);
+}
+
+PG_TARGET_AVX2 static inline void pg_fused_vs_end(pg_vs *v, int nt)
+{
+    if (nt) pg_vs_end(v, 1);
+    else pg_vs_end(v, 0);
+}
+
+#define PG_VS_PUSH4(V)                                                                          {                                                                                               const pg_d4 v4_ = (V);                                                                      pg_fused_vs_push(&vs, &v4_, nt);                                                        }
+#define PG_SPLAT4(x) pg_d4_set1_isa((x), isa)
+/* the item's grad_input rows (F the tables, pg_fused64; T double, VT its vector, SET1 its
+ * broadcast, STEP values a vector): each summed by ROW(nh, ...) from its nh covering rows
+ * (at most MAXNH) with their weights vk0, vk1, vk2; zeros where no window covers it */
+#define PG_FUSED_RUN(F, T, VT, SET1, STEP, MAXNH, ROW, ...)                                 \
     for (ptrdiff_t idd = d0; idd < d1; idd++) {                                             \
         const ptrdiff_t od = F->dlo[idd];                                                   \
         const T *const gd = gblk + pd + (od - od0) * noh * gstep;                           \
         for (ptrdiff_t ih = h0; ih < h1; ih++) {                                            \
             const ptrdiff_t p = F->hlo[ih], nh = F->hhi[ih] - p;                            \
             const T *const ra0 = gd + (p - oh0) * gstep, *const ra1 = ra0 + gstep;         \
-            const __typeof__(SET1(0)) vk0 = SET1(F->wd[od] * F->wh[p]);                     \
-            const __typeof__(SET1(0)) vk1 = nh >= 2 ? SET1(F->wd[od] * F->wh[p + 1]) : vk0; \
-            const __typeof__(SET1(0)) vk2 = nh >= 3 ? SET1(F->wd[od] * F->wh[p + 2]) : vk0; \
+            const VT vk0 = SET1(F->wd[od] * F->wh[p]);                                      \
+            const VT vk1 = nh >= 2 ? SET1(F->wd[od] * F->wh[p + 1]) : vk0;                  \
+            const VT vk2 = nh >= 3 ? SET1(F->wd[od] * F->wh[p + 2]) : vk0;                  \
             (void)ra1; (void)vk2;                                                           \
             if (nh == 1) {                                                                  \
                 ROW(1, __VA_ARGS__)                                                         \
@@ -762,7 +783,7 @@ typedef struct {
             va = va + vk1 * ua;                                                             \
             vb = vb + vk1 * ub;                                                             \
         }                                                                                   \
-        pg_d4_zip(va, vb, &lo, &hi, PG_ISA_AVX2);                                           \
+        pg_d4_zip(va, vb, &lo, &hi, isa);                                                   \
     }
 #define PG_FUSED64_ROW(NH, MA, MB)                                                          \
     {                                                                                       \
@@ -779,7 +800,7 @@ typedef struct {
         }                                                                                   \
     }
 #define PG_FUSED64_ROWS(MA, MB)                                                             \
-    PG_FUSED_RUN(f, double, PG_SPLAT4, 4, 2, PG_FUSED64_ROW, MA, MB)
+    PG_FUSED_RUN(f, double, pg_d4, PG_SPLAT4, 4, 2, PG_FUSED64_ROW, MA, MB)
 
 /* period 1: grad_input columns q .. q + 3, the NH rows' E values added left to right */
 #define PG_FUSED64_ROW1(NH, M)                                                              \
@@ -797,7 +818,8 @@ typedef struct {
         }                                                                                   \
         PG_VS_PUSH4(v);                                                                     \
     }
-#define PG_FUSED64_ROWS1(M) PG_FUSED_RUN(f, double, PG_SPLAT4, 4, 3, PG_FUSED64_ROW1, M)
+#define PG_FUSED64_ROWS1(M)                                                                 \
+    PG_FUSED_RUN(f, double, pg_d4, PG_SPLAT4, 4, 3, PG_FUSED64_ROW1, M)
 
 /* the grad_output rows of plane od, W-weighted, with their slots, into the grow block (as
  * pg_fused_avx2_f64 forms them for all the item's planes) */
@@ -836,25 +858,25 @@ static inline void pg_fused64_grow(const pg_fused64 *f, const double *gbase, ptr
 enum { PG_STRIP_STREAM, PG_STRIP_KEEP, PG_STRIP_SEAM, PG_STRIP_STORE };
 
 /* eight doubles streamed to dst (32-byte aligned) */
-PG_VEC_INLINE void pg_stream8_f64(double *dst, pg_d4 lo, pg_d4 hi)
+PG_VEC_INLINE void pg_stream8_f64(double *dst, pg_d4 lo, pg_d4 hi, int isa)
 {
-    pg_f8_stream(dst, (pg_f8)lo, PG_ISA_AVX2);
-    pg_f8_stream(dst + 4, (pg_f8)hi, PG_ISA_AVX2);
+    pg_f8_stream(dst, (pg_f8)lo, isa);
+    pg_f8_stream(dst + 4, (pg_f8)hi, isa);
 }
 
-PG_VEC_INLINE void pg_seam_line(double *dst, pg_d4 t0, pg_d4 t1, pg_d4 u0, pg_d4 u1, int tb)
+PG_VEC_INLINE void pg_seam_line(double *dst, pg_d4 t0, pg_d4 t1, pg_d4 u0, pg_d4 u1, int tb,
+                                int isa)
 {
-    if (tb == 2) pg_stream8_f64(dst, pg_d4_mid(t1, u0), pg_d4_mid(u0, u1));
-    else if (tb == 4) pg_stream8_f64(dst, t1, u0);
-    else pg_stream8_f64(dst, pg_d4_mid(t0, t1), pg_d4_mid(t1, u0));
+    if (tb == 2) pg_stream8_f64(dst, pg_d4_mid(t1, u0), pg_d4_mid(u0, u1), isa);
+    else if (tb == 4) pg_stream8_f64(dst, t1, u0, isa);
+    else pg_stream8_f64(dst, pg_d4_mid(t0, t1), pg_d4_mid(t1, u0), isa);
 }
 
 /* one strip: columns q .. q + 7 of rows h0 .. h1 (x: row h0's column q) */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_strip64(const pg_fused64 *f, const double *grow0, ptrdiff_t gstep,
+PG_VEC_INLINE void pg_strip64(const pg_fused64 *f, const double *grow0, ptrdiff_t gstep,
                               ptrdiff_t oh0, double kd, ptrdiff_t h0, ptrdiff_t h1,
                               ptrdiff_t q, const int M, const int mode, int tb, double *x,
-                              double *T, double *carry, pg_pf *nx)
+                              double *T, double *carry, pg_pf *nx, int isa)
 {
     const pg_d4 z = PG_SPLAT4(0.0);
     const double *const g0 = grow0 + f->pc[0] + q;
@@ -890,7 +912,7 @@ static inline void pg_strip64(const pg_fused64 *f, const double *grow0, ptrdiff_
             v0 = v1 = z;
         }
         if (mode == PG_STRIP_STREAM) {
-            pg_stream8_f64(x, v0, v1);
+            pg_stream8_f64(x, v0, v1, isa);
         } else if (mode == PG_STRIP_STORE) {
             pg_d4_store(x, v0);
             pg_d4_store(x + 4, v1);
@@ -901,7 +923,7 @@ static inline void pg_strip64(const pg_fused64 *f, const double *grow0, ptrdiff_
         } else {   /* the line from the row before's last tb values and these */
             const double *const t = ih > h0 ? T + 8 * (ih - h0 - 1) : carry;
             if (ih > h0 || carry != NULL) {
-                pg_seam_line(x - tb, pg_d4_load(t), pg_d4_load(t + 4), v0, v1, tb);
+                pg_seam_line(x - tb, pg_d4_load(t), pg_d4_load(t + 4), v0, v1, tb, isa);
             } else {   /* the region's first line: this row's values only */
                 double y[8];
                 pg_d4_store(y, v0);
@@ -912,11 +934,13 @@ static inline void pg_strip64(const pg_fused64 *f, const double *grow0, ptrdiff_
     }
 }
 
+#define PG_STRIP64_M(q, M, MODE, x)                                                         \
+    pg_strip64(f, grow0, gstep, oh0, kd, h0, h1, q, M, MODE, tb, x, T, cr, &nx, PG_ISA_AVX2);
 #define PG_STRIP64(q, MODE, x)                                                              \
     switch (f->pm[0]) {                                                                     \
-    case 1: pg_strip64(f, grow0, gstep, oh0, kd, h0, h1, q, 1, MODE, tb, x, T, cr, &nx); break; \
-    case 2: pg_strip64(f, grow0, gstep, oh0, kd, h0, h1, q, 2, MODE, tb, x, T, cr, &nx); break; \
-    default: pg_strip64(f, grow0, gstep, oh0, kd, h0, h1, q, 3, MODE, tb, x, T, cr, &nx); break; \
+    case 1: PG_STRIP64_M(q, 1, MODE, x) break;                                              \
+    case 2: PG_STRIP64_M(q, 2, MODE, x) break;                                              \
+    default: PG_STRIP64_M(q, 3, MODE, x) break;                                             \
     }
 
 /* T: 8 * (h1 - h0 + 1) doubles, 32-byte aligned, after the grow block */
@@ -969,16 +993,44 @@ static void pg_fused1_strips_f64(const pg_fused64 *f, const double *gbase, doubl
 }
 #endif
 
+/* the rows through the register-fed writer (the grow block formed), streamed or not (nt,
+ * a constant in each copy of the loops) */
+PG_VEC_INLINE void pg_fused_rows_body(const pg_fused64 *f, double *x0, ptrdiff_t d0,
+                                      ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
+                                      const double *PG_RESTRICT gblk, int nt, int isa)
+{
+    const ptrdiff_t W = f->W, Wo = f->Wo, nq = f->qx1, pd = f->epad;
+    const ptrdiff_t od0 = f->dlo[d0];
+    const ptrdiff_t oh0 = f->hlo[h0], oh1 = f->hhi[h1 - 1];
+    const ptrdiff_t noh = oh1 > oh0 ? oh1 - oh0 : 0, gstep = Wo + 2 * pd;
+    const ptrdiff_t pc0 = f->pc[0], pc1 = f->P > 1 ? f->pc[1] : 0;
+    pg_vs vs;
+    pg_fused_vs_begin(&vs, x0, (d1 - d0) * (h1 - h0) * W, nt);
+    if (f->P == 1) {
+        switch (f->pm[0]) {
+        case 1: PG_FUSED64_ROWS1(1) break;
+        case 2: PG_FUSED64_ROWS1(2) break;
+        default: PG_FUSED64_ROWS1(3) break;
+        }
+    } else {
+        switch (f->pm[0] * 2 + f->pm[1]) {
+        case 2 * 1 + 2: PG_FUSED64_ROWS(1, 2) break;
+        case 2 * 2 + 1: PG_FUSED64_ROWS(2, 1) break;
+        default: PG_FUSED64_ROWS(1, 1) break;
+        }
+    }
+    pg_fused_vs_end(&vs, nt);
+}
+
 PG_TARGET_AVX2
 static void pg_fused_avx2_f64(const pg_fused64 *f, const double *gbase, double *x0,
                               ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
                               double *PG_RESTRICT gblk)
 {
-    const ptrdiff_t W = f->W, Wo = f->Wo, nq = f->qx1, pd = f->epad;
+    const ptrdiff_t W = f->W, Wo = f->Wo, pd = f->epad;
     const ptrdiff_t od0 = f->dlo[d0], od1 = f->dhi[d1 - 1];
     const ptrdiff_t oh0 = f->hlo[h0], oh1 = f->hhi[h1 - 1];
     const ptrdiff_t noh = oh1 > oh0 ? oh1 - oh0 : 0, gstep = Wo + 2 * pd;
-    const ptrdiff_t pc0 = f->pc[0], pc1 = f->P > 1 ? f->pc[1] : 0;
     if (f->strips && (!f->nt || (W % 8 == 0 && ((uintptr_t)x0 & 15u) == 0))) {
         pg_fused1_strips_f64(f, gbase, x0, d0, d1, h0, h1, gblk,
                              (double *)(((uintptr_t)(gblk + pd + (oh1 - oh0) * gstep) + 31u)
@@ -990,27 +1042,8 @@ static void pg_fused_avx2_f64(const pg_fused64 *f, const double *gbase, double *
      * item's planes one after another */
     for (ptrdiff_t od = od0; od < od1; od++)
         pg_fused64_grow(f, gbase, od, oh0, oh1, gblk + (od - od0) * noh * gstep);
-    pg_vs vs;
-    pg_vs_begin(&vs, (float *)x0, 2 * (d1 - d0) * (h1 - h0) * W, f->nt);
-    /* streamed or not, a constant in each copy of the loops */
-#define PG_FUSED64_SWITCH                                                                   \
-    if (f->P == 1) {                                                                        \
-        switch (f->pm[0]) {                                                                 \
-        case 1: PG_FUSED64_ROWS1(1) break;                                                  \
-        case 2: PG_FUSED64_ROWS1(2) break;                                                  \
-        default: PG_FUSED64_ROWS1(3) break;                                                 \
-        }                                                                                   \
-    } else {                                                                                \
-        switch (f->pm[0] * 2 + f->pm[1]) {                                                  \
-        case 2 * 1 + 2: PG_FUSED64_ROWS(1, 2) break;                                        \
-        case 2 * 2 + 1: PG_FUSED64_ROWS(2, 1) break;                                        \
-        default: PG_FUSED64_ROWS(1, 1) break;                                               \
-        }                                                                                   \
-    }                                                                                       \
-    pg_vs_end(&vs, PG_VS_NT);
-    if (f->nt) { enum { PG_VS_NT = 1 }; PG_FUSED64_SWITCH }
-    else { enum { PG_VS_NT = 0 }; PG_FUSED64_SWITCH }
-#undef PG_FUSED64_SWITCH
+    if (f->nt) pg_fused_rows_body(f, x0, d0, d1, h0, h1, gblk, 1, PG_ISA_AVX2);
+    else pg_fused_rows_body(f, x0, d0, d1, h0, h1, gblk, 0, PG_ISA_AVX2);
 }
 #endif
 
