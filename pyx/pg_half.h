@@ -107,27 +107,31 @@ static inline __m256i pg_bf16_round8_avx2(__m256 x)
     return _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet), nan);
 }
 
-/* sixteen values rounded the same way (a then b), packed in order: the NaN test is one
- * compare for both blocks, so rows without NaN (nearly all) take the rounding alone */
+/* sixteen values rounded the same way (a then b), packed per 128-bit half: lanes 0-3 of a,
+ * 0-3 of b, 4-7 of a, 4-7 of b.  The NaN test is one compare for both blocks, so rows
+ * without NaN (nearly all) take the rounding alone */
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline __m256i pg_bf16_pack16_avx2(__m256 a, __m256 b)
+{
+    if (_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q)))
+        return _mm256_packus_epi32(pg_bf16_round8_avx2(a), pg_bf16_round8_avx2(b));
+    /* finite and infinite values: u + 0x7FFF + (bit 16 of u), top half */
+    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
+    const __m256i ua = _mm256_castps_si256(a), ub = _mm256_castps_si256(b);
+    const __m256i ra = _mm256_add_epi32(_mm256_add_epi32(ua, bias),
+                                        _mm256_and_si256(_mm256_srli_epi32(ua, 16), one));
+    const __m256i rb = _mm256_add_epi32(_mm256_add_epi32(ub, bias),
+                                        _mm256_and_si256(_mm256_srli_epi32(ub, 16), one));
+    return _mm256_packus_epi32(_mm256_srli_epi32(ra, 16), _mm256_srli_epi32(rb, 16));
+}
+
+/* the same in order (a then b) */
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
 static inline __m256i pg_bf16_round16_avx2(__m256 a, __m256 b)
 {
-    __m256i p;
-    if (_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q))) {
-        p = _mm256_packus_epi32(pg_bf16_round8_avx2(a), pg_bf16_round8_avx2(b));
-    } else {
-        /* finite and infinite values: u + 0x7FFF + (bit 16 of u), top half */
-        const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
-        const __m256i ua = _mm256_castps_si256(a), ub = _mm256_castps_si256(b);
-        const __m256i ra = _mm256_add_epi32(_mm256_add_epi32(ua, bias),
-                                            _mm256_and_si256(_mm256_srli_epi32(ua, 16), one));
-        const __m256i rb = _mm256_add_epi32(_mm256_add_epi32(ub, bias),
-                                            _mm256_and_si256(_mm256_srli_epi32(ub, 16), one));
-        p = _mm256_packus_epi32(_mm256_srli_epi32(ra, 16), _mm256_srli_epi32(rb, 16));
-    }
     /* both halves are 0..0xFFFF: the unsigned-saturating pack keeps them, per 128-bit lane,
      * and the permute puts the lanes back in order */
-    return _mm256_permute4x64_epi64(p, 0xD8);
+    return _mm256_permute4x64_epi64(pg_bf16_pack16_avx2(a, b), 0xD8);
 }
 
 static int pg_have_f16c(void)

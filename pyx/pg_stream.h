@@ -10,12 +10,14 @@
  * up to half.  Lines only partly inside the row get ordinary stores, so no line ever mixes
  * the two kinds.  Values are bit-identical either way; only the cache policy differs.
  *
- * The combines, loads, fills and streaming copies are written once against the vector
- * layer (pg_vec.h; its pg_f8_stream / pg_f4_stream are the non-temporal stores) and built
- * for AVX2 and for the baseline (SSE2 or NEON); without the layer (MSVC) the element loops
- * and ordinary stores run.  Three parts still hold AVX2 intrinsics: the channels-last
- * lanes rows (pg_lanes_row, chosen by the plan only where AVX2 is there), the 16-bit
- * combines and pg_vs, whose __m256 interfaces pg_item.h's AVX2 code uses.
+ * Everything here is written once against the vector layer (pg_vec.h; its pg_f8_stream /
+ * pg_f4_stream / pg_h8_stream are the non-temporal stores) and built for AVX2 and for the
+ * baseline (SSE2 or NEON): the combines, loads, fills, streaming copies, the channels-last
+ * lanes rows, the 16-bit combines and the register-fed writer (pg_vs).  Without the layer
+ * (MSVC) the element loops and ordinary stores run.
+ * pg_item.h's AVX2 intrinsics reach the 16-bit combines and pg_vs through AVX2 forms under
+ * their former names (pg_combine8_avx2, pg_combine_bf16_inline, pg_combine_f16_inline,
+ * pg_combine_h16_strided, pg_vs_push, pg_vs_end).
  */
 #ifndef PG_STREAM_H
 #define PG_STREAM_H
@@ -344,50 +346,27 @@ PG_COMBINE_STREAM_ISA(avx2, PG_TARGET_AVX2, PG_ISA_AVX2)
 #endif
 #endif
 
-#if PG_X86_DISPATCH
-/* eight float32 values rounded to bfloat16 (pg_bf16_round8_avx2's values), as 8 bit
- * patterns in 128 bits: vectors without NaN (nearly all) take the rounding alone */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline __m128i pg_lanes_bf16(__m256 s)
-{
-    __m256i r;
-    if (_mm256_movemask_ps(_mm256_cmp_ps(s, s, _CMP_UNORD_Q))) {
-        r = pg_bf16_round8_avx2(s);
-    } else {
-        const __m256i u = _mm256_castps_si256(s);
-        r = _mm256_srli_epi32(_mm256_add_epi32(
-                _mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)),
-                _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1))), 16);
-    }
-    return _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1));
-}
-
-/* 16 lanes of a column (at p) as float32, in two vectors; bfloat16's come out in the
- * order of unpack (lanes 0-3 and 8-11, then 4-7 and 12-15), which pg_lanes_put16's pack
- * undoes: every operation on them is lane by lane */
-PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
-static inline void pg_lanes_get16(const char *p, int kind, __m256 *a, __m256 *b)
+#if PG_VEC
+/* 16 lanes of a column (at p) as float32, in two vectors: bfloat16's in the layer's pair
+ * order (pg_f8x2_load_bf16_pair), which pg_lanes_pack16 undoes, as every operation on them
+ * is lane by lane */
+PG_VEC_INLINE void pg_lanes_get16(const char *p, int kind, pg_f8 *a, pg_f8 *b, int isa)
 {
     if (kind == 0) {
-        *a = _mm256_loadu_ps((const float *)p);
-        *b = _mm256_loadu_ps((const float *)p + 8);
+        *a = pg_f8_load(p);
+        *b = pg_f8_load(p + 32);
     } else if (kind == 1) {
-        *a = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
-        *b = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p + 1));
+        *a = pg_f8_from_f16(pg_h8_load(p), isa);
+        *b = pg_f8_from_f16(pg_h8_load(p + 16), isa);
     } else {
-        const __m256i x = _mm256_loadu_si256((const __m256i *)p), z = _mm256_setzero_si256();
-        *a = _mm256_castsi256_ps(_mm256_unpacklo_epi16(z, x));
-        *b = _mm256_castsi256_ps(_mm256_unpackhi_epi16(z, x));
+        pg_f8x2_load_bf16_pair(p, a, b, isa);
     }
 }
 
-PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
-static inline __m256 pg_lanes_get8(const char *p, int kind)
+PG_VEC_INLINE pg_f8 pg_lanes_get8(const char *p, int kind, int isa)
 {
-    if (kind == 0) return _mm256_loadu_ps((const float *)p);
-    const __m128i h = _mm_loadu_si128((const __m128i *)p);
-    if (kind == 1) return _mm256_cvtph_ps(h);
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    if (kind == 2) return pg_f8_load_bf16(p, isa);
+    return pg_f8_get(p, kind, isa);
 }
 
 /* STMT at p = p0 + c * cs + j * rs for the nc columns and nd rows: up to two of each (k2 s2
@@ -408,30 +387,15 @@ static inline __m256 pg_lanes_get8(const char *p, int kind)
             }                                                                               \
     }
 
-/* 16 float32 values (a: lanes 0-7, b: 8-15) rounded to float16 (kind 1) or bfloat16 (2),
- * in lane order in q[0], q[1] */
-PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
-static inline void pg_lanes_pack16(__m256 a, __m256 b, int kind, __m128i *q)
+/* 16 values (pg_lanes_get16's a and b) rounded to float16 (kind 1) or bfloat16 (2), in
+ * lane order in q[0], q[1] */
+PG_VEC_INLINE void pg_lanes_pack16(pg_f8 a, pg_f8 b, int kind, pg_h8 *q, int isa)
 {
     if (kind == 1) {
-        q[0] = _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT);
-        q[1] = _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT);
+        q[0] = pg_f8_to_f16(a, isa);
+        q[1] = pg_f8_to_f16(b, isa);
     } else {
-        __m256i ra, rb;
-        if (_mm256_movemask_ps(_mm256_cmp_ps(a, b, _CMP_UNORD_Q))) {
-            ra = pg_bf16_round8_avx2(a);
-            rb = pg_bf16_round8_avx2(b);
-        } else {   /* no NaN: u + 0x7FFF + (bit 16 of u), top half */
-            const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7FFF);
-            const __m256i ua = _mm256_castps_si256(a), ub = _mm256_castps_si256(b);
-            ra = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(ua, bias),
-                     _mm256_and_si256(_mm256_srli_epi32(ua, 16), one)), 16);
-            rb = _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(ub, bias),
-                     _mm256_and_si256(_mm256_srli_epi32(ub, 16), one)), 16);
-        }
-        const __m256i pk = _mm256_packus_epi32(ra, rb);   /* back in lane order */
-        q[0] = _mm256_castsi256_si128(pk);
-        q[1] = _mm256_extracti128_si256(pk, 1);
+        pg_f8x2_to_bf16_pair(a, b, q, q + 1, isa);
     }
 }
 
@@ -439,128 +403,128 @@ static inline void pg_lanes_pack16(__m256 a, __m256 b, int kind, __m128i *q)
  * again at each of the nc - 1 places cs bytes apart after those (streamed: 16-byte stores,
  * as numpy's large arrays are 16-byte aligned), rounded once to 16 bits where the dtype
  * is */
-PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
-static inline void pg_lanes_put16(char *p0, ptrdiff_t nd, ptrdiff_t rs, ptrdiff_t nc,
-                                  ptrdiff_t cs, __m256 a, __m256 b, int kind, int stream)
+PG_VEC_INLINE void pg_lanes_put16(char *p0, ptrdiff_t nd, ptrdiff_t rs, ptrdiff_t nc,
+                                  ptrdiff_t cs, pg_f8 a, pg_f8 b, int kind, int stream,
+                                  int isa)
 {
-    __m128i q[4];
     if (kind == 0) {
         if (!stream) {
             PG_STORE_GRID(p0, nd, rs, nc, cs, {
-                _mm256_storeu_ps((float *)p, a);
-                _mm256_storeu_ps((float *)p + 8, b);
+                pg_f8_store(p, a);
+                pg_f8_store(p + 32, b);
             })
             return;
         }
-        q[0] = _mm_castps_si128(_mm256_castps256_ps128(a));
-        q[1] = _mm_castps_si128(_mm256_extractf128_ps(a, 1));
-        q[2] = _mm_castps_si128(_mm256_castps256_ps128(b));
-        q[3] = _mm_castps_si128(_mm256_extractf128_ps(b, 1));
+        pg_f4 q[4];
+        memcpy(q, &a, 32);
+        memcpy(q + 2, &b, 32);
         PG_STORE_GRID(p0, nd, rs, nc, cs, {
-            for (int i = 0; i < 4; i++) _mm_stream_si128((__m128i *)p + i, q[i]);
+            for (int i = 0; i < 4; i++) pg_f4_stream(p + 16 * i, q[i]);
         })
         return;
     }
-    pg_lanes_pack16(a, b, kind, q);
+    pg_h8 q[2];
+    pg_lanes_pack16(a, b, kind, q, isa);
     if (stream) {
         PG_STORE_GRID(p0, nd, rs, nc, cs, {
-            _mm_stream_si128((__m128i *)p, q[0]);
-            _mm_stream_si128((__m128i *)p + 1, q[1]);
+            pg_h8_stream(p, q[0]);
+            pg_h8_stream(p + 16, q[1]);
         })
     } else {
         PG_STORE_GRID(p0, nd, rs, nc, cs, {
-            _mm_storeu_si128((__m128i *)p, q[0]);
-            _mm_storeu_si128((__m128i *)p + 1, q[1]);
+            pg_h8_store(p, q[0]);
+            pg_h8_store(p + 16, q[1]);
         })
     }
 }
 
 /* 32 lanes of 16 bits (a, b, c, d: 8 each) to each of the nd x nc targets, a whole 64-byte
- * line there (p0, cs and rs line-aligned), in two streaming stores of 32 bytes */
-PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
-static inline void pg_lanes_put32_line(char *p0, ptrdiff_t nd, ptrdiff_t rs, ptrdiff_t nc,
-                                       ptrdiff_t cs, __m256 a, __m256 b, __m256 c, __m256 d,
-                                       int kind)
+ * line there (p0, cs and rs line-aligned), in two streaming stores of 32 bytes (AVX2; four
+ * of 16 bytes elsewhere) */
+PG_VEC_INLINE void pg_lanes_put32_line(char *p0, ptrdiff_t nd, ptrdiff_t rs, ptrdiff_t nc,
+                                       ptrdiff_t cs, pg_f8 a, pg_f8 b, pg_f8 c, pg_f8 d,
+                                       int kind, int isa)
 {
-    __m128i q[4];
-    pg_lanes_pack16(a, b, kind, q);
-    pg_lanes_pack16(c, d, kind, q + 2);
-    const __m256i lo = _mm256_set_m128i(q[1], q[0]), hi = _mm256_set_m128i(q[3], q[2]);
+    pg_h8 q[4];
+    pg_i8 lo, hi;
+    pg_lanes_pack16(a, b, kind, q, isa);
+    pg_lanes_pack16(c, d, kind, q + 2, isa);
+    memcpy(&lo, q, 32);
+    memcpy(&hi, q + 2, 32);
     PG_STORE_GRID(p0, nd, rs, nc, cs, {
-        _mm256_stream_si256((__m256i *)p, lo);
-        _mm256_stream_si256((__m256i *)p + 1, hi);
+        pg_i8_stream(p, lo, isa);
+        pg_i8_stream(p + 32, hi, isa);
     })
 }
 
-PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
-static inline void pg_lanes_put8(char *p0, ptrdiff_t nd, ptrdiff_t rs, ptrdiff_t nc,
-                                 ptrdiff_t cs, __m256 s, int kind, int stream)
+PG_VEC_INLINE void pg_lanes_put8(char *p0, ptrdiff_t nd, ptrdiff_t rs, ptrdiff_t nc,
+                                 ptrdiff_t cs, pg_f8 s, int kind, int stream, int isa)
 {
-    __m128i q[2];
     if (kind == 0) {
         if (!stream) {
-            PG_STORE_GRID(p0, nd, rs, nc, cs, { _mm256_storeu_ps((float *)p, s); })
+            PG_STORE_GRID(p0, nd, rs, nc, cs, { pg_f8_store(p, s); })
             return;
         }
-        q[0] = _mm_castps_si128(_mm256_castps256_ps128(s));
-        q[1] = _mm_castps_si128(_mm256_extractf128_ps(s, 1));
+        pg_f4 q[2];
+        memcpy(q, &s, 32);
         PG_STORE_GRID(p0, nd, rs, nc, cs, {
-            _mm_stream_si128((__m128i *)p, q[0]);
-            _mm_stream_si128((__m128i *)p + 1, q[1]);
+            pg_f4_stream(p, q[0]);
+            pg_f4_stream(p + 16, q[1]);
         })
         return;
     }
-    q[0] = kind == 1 ? _mm256_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT) : pg_lanes_bf16(s);
-    if (stream) PG_STORE_GRID(p0, nd, rs, nc, cs, { _mm_stream_si128((__m128i *)p, q[0]); })
-    else PG_STORE_GRID(p0, nd, rs, nc, cs, { _mm_storeu_si128((__m128i *)p, q[0]); })
+    const pg_h8 q = kind == 1 ? pg_f8_to_f16(s, isa) : pg_f8_to_bf16_isa(s, isa);
+    if (stream) PG_STORE_GRID(p0, nd, rs, nc, cs, { pg_h8_stream(p, q); })
+    else PG_STORE_GRID(p0, nd, rs, nc, cs, { pg_h8_store(p, q); })
 }
 
 /* lanes l .. l+15 of a column: sum over r of k[r] * (its taps' values, W-weighted), left to
  * right (the E rows' values and the combine's sums) */
-PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
-static inline void pg_lanes_sum16(const void *const *g, ptrdiff_t l, const __m256 *kv,
-                                  ptrdiff_t nr, const ptrdiff_t *off, const __m256 *wv,
-                                  ptrdiff_t n, int scale, int kind, __m256 *s0, __m256 *s1)
+PG_VEC_INLINE void pg_lanes_sum16(const void *const *g, ptrdiff_t l, const pg_f8 *kv,
+                                  ptrdiff_t nr, const ptrdiff_t *off, const pg_f8 *wv,
+                                  ptrdiff_t n, int scale, int kind, pg_f8 *s0, pg_f8 *s1,
+                                  int isa)
 {
     const ptrdiff_t size = kind ? 2 : 4;
-    *s0 = *s1 = _mm256_setzero_ps();   /* nr >= 1: never used */
+    const pg_f8 zero = pg_f8_set1(0.0f);
+    *s0 = *s1 = zero;   /* nr >= 1: never used */
     for (ptrdiff_t r = 0; r < nr; r++) {
         const char *gr = (const char *)g[r] + l * size;
-        __m256 v0, v1, u0 = _mm256_setzero_ps(), u1 = _mm256_setzero_ps();
+        pg_f8 v0, v1, u0 = zero, u1 = zero;
         for (ptrdiff_t i = 0; i < n; i++) {
-            pg_lanes_get16(gr + off[i], kind, &v0, &v1);
+            pg_lanes_get16(gr + off[i], kind, &v0, &v1, isa);
             if (scale) {
-                v0 = _mm256_mul_ps(v0, wv[i]);
-                v1 = _mm256_mul_ps(v1, wv[i]);
+                v0 = v0 * wv[i];
+                v1 = v1 * wv[i];
             }
-            u0 = i ? _mm256_add_ps(u0, v0) : v0;
-            u1 = i ? _mm256_add_ps(u1, v1) : v1;
+            u0 = i ? u0 + v0 : v0;
+            u1 = i ? u1 + v1 : v1;
         }
-        u0 = _mm256_mul_ps(kv[r], u0);
-        u1 = _mm256_mul_ps(kv[r], u1);
-        *s0 = r ? _mm256_add_ps(*s0, u0) : u0;
-        *s1 = r ? _mm256_add_ps(*s1, u1) : u1;
+        u0 = kv[r] * u0;
+        u1 = kv[r] * u1;
+        *s0 = r ? *s0 + u0 : u0;
+        *s1 = r ? *s1 + u1 : u1;
     }
 }
 
 /* lanes l .. l+7 of a column, as pg_lanes_sum16 */
-PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
-static inline __m256 pg_lanes_sum8(const void *const *g, ptrdiff_t l, const __m256 *kv,
-                                   ptrdiff_t nr, const ptrdiff_t *off, const __m256 *wv,
-                                   ptrdiff_t n, int scale, int kind)
+PG_VEC_INLINE pg_f8 pg_lanes_sum8(const void *const *g, ptrdiff_t l, const pg_f8 *kv,
+                                  ptrdiff_t nr, const ptrdiff_t *off, const pg_f8 *wv,
+                                  ptrdiff_t n, int scale, int kind, int isa)
 {
     const ptrdiff_t size = kind ? 2 : 4;
-    __m256 s = _mm256_setzero_ps();
+    const pg_f8 zero = pg_f8_set1(0.0f);
+    pg_f8 s = zero;
     for (ptrdiff_t r = 0; r < nr; r++) {
         const char *gr = (const char *)g[r] + l * size;
-        __m256 v, u = _mm256_setzero_ps();
+        pg_f8 v, u = zero;
         for (ptrdiff_t i = 0; i < n; i++) {
-            v = pg_lanes_get8(gr + off[i], kind);
-            if (scale) v = _mm256_mul_ps(v, wv[i]);
-            u = i ? _mm256_add_ps(u, v) : v;
+            v = pg_lanes_get8(gr + off[i], kind, isa);
+            if (scale) v = v * wv[i];
+            u = i ? u + v : v;
         }
-        u = _mm256_mul_ps(kv[r], u);
-        s = r ? _mm256_add_ps(s, u) : u;
+        u = kv[r] * u;
+        s = r ? s + u : u;
     }
     return s;
 }
@@ -586,98 +550,138 @@ static inline __m256 pg_lanes_sum8(const void *const *g, ptrdiff_t l, const __m2
  * go first, then 32 at a time, so that each target receives whole lines in two 32-byte
  * stores, where 32 bytes to each target in turn cost much more (docs/performance.md).  One
  * target is written in address order.  The lanes are independent, so how they are grouped
- * changes no bits.
+ * changes no bits.  Written against the vector layer: AVX2 and baseline copies.
  */
-PG_TARGET_AVX2_F16C PG_ALWAYS_INLINE
-static inline void pg_lanes_row_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
+PG_VEC_INLINE void pg_lanes_col(char *d, ptrdiff_t nd, ptrdiff_t rsb, ptrdiff_t nc,
+                                ptrdiff_t dsb, const void *const *g, const pg_f8 *kv,
+                                ptrdiff_t nr, const ptrdiff_t *off, const pg_f8 *wv,
+                                ptrdiff_t n, int scale, ptrdiff_t L, int kind, int stream,
+                                int line, int isa)
+{
+    const ptrdiff_t size = kind ? 2 : 4;
+    ptrdiff_t l = 0;
+    if (line && nd * nc > 1) {
+        /* lanes to the line boundary (0, 8, 16 or 24), then whole lines */
+        const ptrdiff_t head = (ptrdiff_t)((64u - ((uintptr_t)d & 63u)) & 63u) / size;
+        if (head <= L - 32) {
+            for (; l + 16 <= head; l += 16) {
+                pg_f8 s0, s1;
+                pg_lanes_sum16(g, l, kv, nr, off, wv, n, scale, kind, &s0, &s1, isa);
+                pg_lanes_put16(d + l * size, nd, rsb, nc, dsb, s0, s1, kind, 1, isa);
+            }
+            if (l < head) {
+                const pg_f8 s = pg_lanes_sum8(g, l, kv, nr, off, wv, n, scale, kind, isa);
+                pg_lanes_put8(d + l * size, nd, rsb, nc, dsb, s, kind, 1, isa);
+                l += 8;
+            }
+            for (; l + 32 <= L; l += 32) {
+                pg_f8 s0, s1, s2, s3;
+                pg_lanes_sum16(g, l, kv, nr, off, wv, n, scale, kind, &s0, &s1, isa);
+                pg_lanes_sum16(g, l + 16, kv, nr, off, wv, n, scale, kind, &s2, &s3, isa);
+                pg_lanes_put32_line(d + l * size, nd, rsb, nc, dsb, s0, s1, s2, s3, kind,
+                                    isa);
+            }
+        }
+    }
+    for (; l + 16 <= L; l += 16) {
+        pg_f8 s0, s1;
+        pg_lanes_sum16(g, l, kv, nr, off, wv, n, scale, kind, &s0, &s1, isa);
+        pg_lanes_put16(d + l * size, nd, rsb, nc, dsb, s0, s1, kind, stream, isa);
+    }
+    for (; l < L; l += 8) {   /* 8 lanes, then the last 8 (overlapping: equal values) */
+        if (l + 8 > L) l = L - 8;
+        const pg_f8 s = pg_lanes_sum8(g, l, kv, nr, off, wv, n, scale, kind, isa);
+        pg_lanes_put8(d + l * size, nd, rsb, nc, dsb, s, kind, stream, isa);
+    }
+}
+
+/* fixed: m is a constant of the caller, so that the columns with all m taps inside the
+ * grad_output row (all but a few) take a copy of the column loop with n = m, whose vectors
+ * no test of n separates (a 128-bit build keeps 32-byte vectors across such tests in
+ * memory) */
+PG_VEC_INLINE void pg_lanes_row_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
                                      const void *const *g, ptrdiff_t gs, const float *k,
                                      const float *ww, ptrdiff_t nr, const int64_t *tap,
                                      ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,
                                      const int64_t *crun, int kind, int stream, int CR,
-                                     int line)
+                                     int line, int fixed, int isa)
 {
     const ptrdiff_t size = kind ? 2 : 4;
     const int scale = ww != NULL;
-    __m256 kv[8], wv[PG_MAX_TAPS];
+    pg_f8 kv[8], wv[PG_MAX_TAPS];
     ptrdiff_t off[PG_MAX_TAPS] = {0};
-    for (ptrdiff_t r = 0; r < nr; r++) kv[r] = _mm256_set1_ps(k[r]);
+    for (ptrdiff_t r = 0; r < nr; r++) kv[r] = pg_f8_set1_isa(k[r], isa);
+    for (ptrdiff_t i = 0; i < m; i++) wv[i] = kv[0];   /* set (gcc's maybe-uninitialized) */
     for (ptrdiff_t w = 0, nc = 1; w < W; w += nc, tap += nc * m) {
         char *d = (char *)dst + w * ds * size;
-        ptrdiff_t n = 0, l = 0;
+        ptrdiff_t n = 0;
         /* CR: the columns from w on with the same taps (crun[w] of them: kernel = stride 2
          * gives pairs), formed once; without it, one column at a time */
         if (CR) nc = crun[w];
         while (n < m && tap[n] < Wo) {
             off[n] = tap[n] * gs * size;
-            if (scale) wv[n] = _mm256_set1_ps(ww[tap[n]]);
+            if (scale) wv[n] = pg_f8_set1_isa(ww[tap[n]], isa);
             n++;
         }
-        if (line && nd * nc > 1) {
-            /* lanes to the line boundary (0, 8, 16 or 24), then whole lines */
-            const ptrdiff_t head = (ptrdiff_t)((64u - ((uintptr_t)d & 63u)) & 63u) / size;
-            if (head <= L - 32) {
-                for (; l + 16 <= head; l += 16) {
-                    __m256 s0, s1;
-                    pg_lanes_sum16(g, l, kv, nr, off, wv, n, scale, kind, &s0, &s1);
-                    pg_lanes_put16(d + l * size, nd, rs * size, nc, ds * size, s0, s1, kind, 1);
-                }
-                if (l < head) {
-                    __m256 s = pg_lanes_sum8(g, l, kv, nr, off, wv, n, scale, kind);
-                    pg_lanes_put8(d + l * size, nd, rs * size, nc, ds * size, s, kind, 1);
-                    l += 8;
-                }
-                for (; l + 32 <= L; l += 32) {
-                    __m256 s0, s1, s2, s3;
-                    pg_lanes_sum16(g, l, kv, nr, off, wv, n, scale, kind, &s0, &s1);
-                    pg_lanes_sum16(g, l + 16, kv, nr, off, wv, n, scale, kind, &s2, &s3);
-                    pg_lanes_put32_line(d + l * size, nd, rs * size, nc, ds * size, s0, s1,
-                                        s2, s3, kind);
-                }
-            }
-        }
-        for (; l + 16 <= L; l += 16) {
-            __m256 s0, s1;
-            pg_lanes_sum16(g, l, kv, nr, off, wv, n, scale, kind, &s0, &s1);
-            pg_lanes_put16(d + l * size, nd, rs * size, nc, ds * size, s0, s1, kind, stream);
-        }
-        for (; l < L; l += 8) {   /* 8 lanes, then the last 8 (overlapping: equal values) */
-            if (l + 8 > L) l = L - 8;
-            __m256 s = pg_lanes_sum8(g, l, kv, nr, off, wv, n, scale, kind);
-            pg_lanes_put8(d + l * size, nd, rs * size, nc, ds * size, s, kind, stream);
-        }
+        if (fixed && n == m)
+            pg_lanes_col(d, nd, rs * size, nc, ds * size, g, kv, nr, off, wv, m, scale, L,
+                         kind, stream, line, isa);
+        else
+            pg_lanes_col(d, nd, rs * size, nc, ds * size, g, kv, nr, off, wv, n, scale, L,
+                         kind, stream, line, isa);
     }
 }
 
-/* nr <= 8, m <= PG_MAX_TAPS; the common counts (1, 2 rows; 1, 2 taps) as constants.  CR:
- * runs of columns with the same taps, crun[w] of them from column w (the plan's table; NULL
- * where all runs are single columns), a table rather than a search at every column */
-#define PG_LANES_ROW_ST(NAME, KIND, ST, CR, LN)                                             \
-PG_TARGET_AVX2_F16C                                                                         \
-static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void *const *g, \
-                 ptrdiff_t gs, const float *k, const float *ww, ptrdiff_t nr,               \
-                 const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,    \
-                 const int64_t *crun)                                                       \
+/* nr <= 8, m <= PG_MAX_TAPS; the common counts (1, 2 rows; 1, 2 taps) as constants */
+PG_VEC_INLINE void pg_lanes_row_cases(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
+                                      const void *const *g, ptrdiff_t gs, const float *k,
+                                      const float *ww, ptrdiff_t nr, const int64_t *tap,
+                                      ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,
+                                      const int64_t *crun, int kind, int stream, int CR,
+                                      int line, int isa)
+{
+    if (nr == 1 && m == 1)
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 1, W, L, Wo, crun, kind,
+                          stream, CR, line, 1, isa);
+    else if (nr == 1 && m == 2)
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 2, W, L, Wo, crun, kind,
+                          stream, CR, line, 1, isa);
+    else if (nr == 2 && m == 1)
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 1, W, L, Wo, crun, kind,
+                          stream, CR, line, 1, isa);
+    else if (nr == 2 && m == 2)
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 2, W, L, Wo, crun, kind,
+                          stream, CR, line, 1, isa);
+    else
+        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, crun, kind,
+                          stream, CR, line, 0, isa);
+}
+
+/* one row (nd 1, the common case, as a constant) or equal rows.  CR: runs of columns with
+ * the same taps, crun[w] of them from column w (the plan's table; NULL where all runs are
+ * single columns), a table rather than a search at every column */
+#define PG_LANES_ROW_ST(NAME, ATTR, ISA, KIND, ST, CR, LN)                                  \
+ATTR static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,                  \
+                      const void *const *g, ptrdiff_t gs, const float *k, const float *ww,  \
+                      ptrdiff_t nr, const int64_t *tap, ptrdiff_t m, ptrdiff_t W,           \
+                      ptrdiff_t L, ptrdiff_t Wo, const int64_t *crun)                       \
 {                                                                                           \
-    if (nr == 1 && m == 1)                                                                  \
-        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 1, W, L, Wo, crun, KIND, ST, CR, LN);\
-    else if (nr == 1 && m == 2)                                                             \
-        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 2, W, L, Wo, crun, KIND, ST, CR, LN);\
-    else if (nr == 2 && m == 1)                                                             \
-        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 1, W, L, Wo, crun, KIND, ST, CR, LN);\
-    else if (nr == 2 && m == 2)                                                             \
-        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 2, W, L, Wo, crun, KIND, ST, CR, LN);\
+    if (nd == 1)                                                                            \
+        pg_lanes_row_cases(dst, ds, 1, 0, g, gs, k, ww, nr, tap, m, W, L, Wo, crun, KIND,   \
+                           ST, CR, LN, ISA);                                                \
     else                                                                                    \
-        pg_lanes_row_body(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, crun, KIND, ST, CR, LN);\
+        pg_lanes_row_cases(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, crun, KIND, \
+                           ST, CR, LN, ISA);                                                \
 }
 /* line: 16-bit rows streamed whole lines at a time (pg_lanes_row_body), where every column's
  * stores lie the same distance from a line (column and row strides multiples of 64 bytes) */
-#define PG_LANES_ROW(NAME, KIND)                                                            \
-PG_LANES_ROW_ST(NAME##_o, KIND, 0, 0, 0)                                                    \
-PG_LANES_ROW_ST(NAME##_s, KIND, 1, 0, 0)                                                    \
-PG_LANES_ROW_ST(NAME##_oc, KIND, 0, 1, 0)                                                   \
-PG_LANES_ROW_ST(NAME##_sc, KIND, 1, 1, 0)                                                   \
-PG_LANES_ROW_ST(NAME##_sl, KIND, 1, 0, (KIND) != 0)                                         \
-PG_LANES_ROW_ST(NAME##_scl, KIND, 1, 1, (KIND) != 0)                                        \
+#define PG_LANES_ROW(NAME, ATTR, ISA, KIND)                                                 \
+PG_LANES_ROW_ST(NAME##_o, ATTR, ISA, KIND, 0, 0, 0)                                         \
+PG_LANES_ROW_ST(NAME##_s, ATTR, ISA, KIND, 1, 0, 0)                                         \
+PG_LANES_ROW_ST(NAME##_oc, ATTR, ISA, KIND, 0, 1, 0)                                        \
+PG_LANES_ROW_ST(NAME##_sc, ATTR, ISA, KIND, 1, 1, 0)                                        \
+PG_LANES_ROW_ST(NAME##_sl, ATTR, ISA, KIND, 1, 0, (KIND) != 0)                              \
+PG_LANES_ROW_ST(NAME##_scl, ATTR, ISA, KIND, 1, 1, (KIND) != 0)                             \
 static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void *const *g, \
                  ptrdiff_t gs, const float *k, const float *ww, ptrdiff_t nr,               \
                  const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,   \
@@ -695,9 +699,14 @@ static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void
         else NAME##_o(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, NULL);           \
     }                                                                                       \
 }
-PG_LANES_ROW(pg_lanes_row_avx2_f32, 0)
-PG_LANES_ROW(pg_lanes_row_avx2_f16, 1)
-PG_LANES_ROW(pg_lanes_row_avx2_bf16, 2)
+PG_LANES_ROW(pg_lanes_row_base_f32, , PG_ISA_BASE, 0)
+PG_LANES_ROW(pg_lanes_row_base_f16, , PG_ISA_BASE, 1)
+PG_LANES_ROW(pg_lanes_row_base_bf16, , PG_ISA_BASE, 2)
+#if PG_X86_DISPATCH
+PG_LANES_ROW(pg_lanes_row_avx2_f32, PG_TARGET_AVX2_F16C, PG_ISA_AVX2, 0)
+PG_LANES_ROW(pg_lanes_row_avx2_f16, PG_TARGET_AVX2_F16C, PG_ISA_AVX2, 1)
+PG_LANES_ROW(pg_lanes_row_avx2_bf16, PG_TARGET_AVX2_F16C, PG_ISA_AVX2, 2)
+#endif
 
 /*
  * Float64 lanes (L >= 4): pg_lanes_row_body's sums in double, the values of the float64
@@ -706,8 +715,7 @@ PG_LANES_ROW(pg_lanes_row_avx2_bf16, 2)
  * (pg_combine_f64: left to right), so the same bits.  Eight lanes at a time, then four, the
  * last four overlapping the ones before where L is not a multiple of four; each column
  * stored to the nd equal rows rs elements apart, streamed 16 bytes at a time where
- * `stream`.  Written against the vector layer, built for AVX2 only (the plan picks these
- * rows only where the CPU has it).
+ * `stream`.  AVX2 and baseline copies, as the rows above.
  */
 PG_VEC_INLINE void pg_lanes_sum8_f64(const void *const *g, ptrdiff_t l, const pg_d4 *kv,
                                      ptrdiff_t nr, const ptrdiff_t *off, const pg_d4 *wv,
@@ -739,83 +747,121 @@ PG_VEC_INLINE void pg_lanes_sum8_f64(const void *const *g, ptrdiff_t l, const pg
 
 /* four values to each of the nd rows: 32-byte stores, or two 16-byte streaming ones */
 PG_VEC_INLINE void pg_lanes_put4_f64(char *p, ptrdiff_t nd, ptrdiff_t rsb, pg_d4 s,
-                                     int stream)
+                                     int stream, int isa)
 {
     for (ptrdiff_t t = 0; t < nd; t++, p += rsb) {
         if (stream) {
-            pg_f4 lo, hi;
-            memcpy(&lo, &s, 16);
-            memcpy(&hi, (const char *)&s + 16, 16);
-            pg_f4_stream(p, lo);
-            pg_f4_stream(p + 16, hi);
+            pg_d4_stream16x2(p, s, isa);
             continue;
         }
         pg_d4_store(p, s);
     }
 }
 
+/* one column's lanes, eight at a time, then four */
+PG_VEC_INLINE void pg_lanes_col_f64(char *d, ptrdiff_t nd, ptrdiff_t rsb,
+                                    const void *const *g, const pg_d4 *kv, ptrdiff_t nr,
+                                    const ptrdiff_t *off, const pg_d4 *wv, ptrdiff_t n,
+                                    int scale, ptrdiff_t L, int stream, int isa)
+{
+    pg_d4 s0, s1;
+    ptrdiff_t l = 0;
+    for (; l + 8 <= L; l += 8) {
+        pg_lanes_sum8_f64(g, l, kv, nr, off, wv, n, scale, 1, &s0, &s1);
+        pg_lanes_put4_f64(d + l * 8, nd, rsb, s0, stream, isa);
+        pg_lanes_put4_f64(d + l * 8 + 32, nd, rsb, s1, stream, isa);
+    }
+    for (; l < L; l += 4) {
+        if (l + 4 > L) l = L - 4;
+        pg_lanes_sum8_f64(g, l, kv, nr, off, wv, n, scale, 0, &s0, &s1);
+        pg_lanes_put4_f64(d + l * 8, nd, rsb, s0, stream, isa);
+    }
+}
+
+/* fixed: m a constant of the caller (the columns with all m taps take a copy with n = m,
+ * as pg_lanes_row_body) */
 PG_VEC_INLINE void pg_lanes_row_f64_body(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
                                          const void *const *g, ptrdiff_t gs, const double *k,
                                          const double *ww, ptrdiff_t nr, const int64_t *tap,
                                          ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,
-                                         int stream, int isa)
+                                         int stream, int fixed, int isa)
 {
     const int scale = ww != NULL;
-    pg_d4 kv[8], wv[PG_MAX_TAPS], s0, s1;
+    pg_d4 kv[8], wv[PG_MAX_TAPS];
     ptrdiff_t off[PG_MAX_TAPS] = {0};
     for (ptrdiff_t r = 0; r < nr; r++) kv[r] = pg_d4_splat(k[r], isa);
+    for (ptrdiff_t i = 0; i < m; i++) wv[i] = kv[0];   /* set (gcc's maybe-uninitialized) */
     for (ptrdiff_t w = 0; w < W; w++, tap += m) {
         char *d = (char *)dst + w * ds * 8;
-        ptrdiff_t n = 0, l = 0;
+        ptrdiff_t n = 0;
         while (n < m && tap[n] < Wo) {
             off[n] = tap[n] * gs * 8;
             if (scale) wv[n] = pg_d4_splat(ww[tap[n]], isa);
             n++;
         }
-        for (; l + 8 <= L; l += 8) {
-            pg_lanes_sum8_f64(g, l, kv, nr, off, wv, n, scale, 1, &s0, &s1);
-            pg_lanes_put4_f64(d + l * 8, nd, rs * 8, s0, stream);
-            pg_lanes_put4_f64(d + l * 8 + 32, nd, rs * 8, s1, stream);
-        }
-        for (; l < L; l += 4) {
-            if (l + 4 > L) l = L - 4;
-            pg_lanes_sum8_f64(g, l, kv, nr, off, wv, n, scale, 0, &s0, &s1);
-            pg_lanes_put4_f64(d + l * 8, nd, rs * 8, s0, stream);
-        }
+        if (fixed && n == m)
+            pg_lanes_col_f64(d, nd, rs * 8, g, kv, nr, off, wv, m, scale, L, stream, isa);
+        else
+            pg_lanes_col_f64(d, nd, rs * 8, g, kv, nr, off, wv, n, scale, L, stream, isa);
     }
 }
 
-/* the common counts (1, 2 rows; 1, 2 taps) as constants, as PG_LANES_ROW_ST */
-#define PG_LANES_ROW_F64(NAME, ST)                                                          \
-PG_TARGET_AVX2                                                                              \
-static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void *const *g, \
-                 ptrdiff_t gs, const double *k, const double *ww, ptrdiff_t nr,             \
-                 const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo)    \
-{                                                                                           \
-    if (nr == 1 && m == 1)                                                                  \
-        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 1, W, L, Wo, ST,       \
-                              PG_ISA_AVX2);                                                 \
-    else if (nr == 1 && m == 2)                                                             \
-        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 2, W, L, Wo, ST,       \
-                              PG_ISA_AVX2);                                                 \
-    else if (nr == 2 && m == 1)                                                             \
-        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 1, W, L, Wo, ST,       \
-                              PG_ISA_AVX2);                                                 \
-    else if (nr == 2 && m == 2)                                                             \
-        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 2, W, L, Wo, ST,       \
-                              PG_ISA_AVX2);                                                 \
-    else                                                                                    \
-        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, ST,      \
-                              PG_ISA_AVX2);                                                 \
+/* the common counts (1, 2 rows; 1, 2 taps) as constants, and one row or equal rows, as
+ * pg_lanes_row_cases and PG_LANES_ROW_ST */
+PG_VEC_INLINE void pg_lanes_row_f64_cases(void *dst, ptrdiff_t ds, ptrdiff_t nd,
+                                          ptrdiff_t rs, const void *const *g, ptrdiff_t gs,
+                                          const double *k, const double *ww, ptrdiff_t nr,
+                                          const int64_t *tap, ptrdiff_t m, ptrdiff_t W,
+                                          ptrdiff_t L, ptrdiff_t Wo, int stream, int isa)
+{
+    if (nr == 1 && m == 1)
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 1, W, L, Wo, stream,
+                              1, isa);
+    else if (nr == 1 && m == 2)
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 1, tap, 2, W, L, Wo, stream,
+                              1, isa);
+    else if (nr == 2 && m == 1)
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 1, W, L, Wo, stream,
+                              1, isa);
+    else if (nr == 2 && m == 2)
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, 2, tap, 2, W, L, Wo, stream,
+                              1, isa);
+    else
+        pg_lanes_row_f64_body(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, stream,
+                              0, isa);
 }
-PG_LANES_ROW_F64(pg_lanes_row_avx2_f64_o, 0)
-PG_LANES_ROW_F64(pg_lanes_row_avx2_f64_s, 1)
+
+#define PG_LANES_ROW_F64(NAME, ATTR, ISA, ST)                                               \
+ATTR static void NAME(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,                  \
+                      const void *const *g, ptrdiff_t gs, const double *k, const double *ww,\
+                      ptrdiff_t nr, const int64_t *tap, ptrdiff_t m, ptrdiff_t W,           \
+                      ptrdiff_t L, ptrdiff_t Wo)                                            \
+{                                                                                           \
+    if (nd == 1)                                                                            \
+        pg_lanes_row_f64_cases(dst, ds, 1, 0, g, gs, k, ww, nr, tap, m, W, L, Wo, ST, ISA); \
+    else                                                                                    \
+        pg_lanes_row_f64_cases(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, ST,     \
+                               ISA);                                                        \
+}
+PG_LANES_ROW_F64(pg_lanes_row_base_f64_o, , PG_ISA_BASE, 0)
+PG_LANES_ROW_F64(pg_lanes_row_base_f64_s, , PG_ISA_BASE, 1)
+#if PG_X86_DISPATCH
+PG_LANES_ROW_F64(pg_lanes_row_avx2_f64_o, PG_TARGET_AVX2, PG_ISA_AVX2, 0)
+PG_LANES_ROW_F64(pg_lanes_row_avx2_f64_s, PG_TARGET_AVX2, PG_ISA_AVX2, 1)
+#endif
 #endif
 
+/* the copy of the lanes rows that runs: 2 the AVX2 one (its target: AVX2 and F16C), 1 the
+ * baseline one (SSE2, NEON), 0 none (no vector layer) */
+static inline int pg_lanes_isa(void)
+{
 #if PG_X86_DISPATCH
-/* the plan chose these rows (AVX2 and F16C there when it was made: the choice holds even
- * if pg_set_simd forbids the AVX2 loops later, as the plan holds no scratch for E rows).
- * The row is stored at dst and at the nd - 1 rows rs elements apart after it: equal rows
+    if (pg_have_avx2() && pg_have_f16c()) return 2;
+#endif
+    return PG_VEC;
+}
+
+/* The row is stored at dst and at the nd - 1 rows rs elements apart after it: equal rows
  * (the same covering windows), each column formed once and its stores to the rows
  * interleaved with the forming of the next */
 static inline void pg_lanes_row(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
@@ -824,20 +870,39 @@ static inline void pg_lanes_row(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t
                                 ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo, int kind, int stream,
                                 const int64_t *crun)
 {
+#if PG_VEC
     /* streaming stores of 16 bytes: dst, the column and row strides and the lanes' bytes
      * (where the last 8 lanes start) 16-byte aligned */
     const ptrdiff_t size = kind ? 2 : 4;
     stream = PG_HAVE_STREAM && stream && ((uintptr_t)dst % 16u) == 0
              && (ds * size) % 16 == 0 && (L * size) % 16 == 0 && (nd == 1 || (rs * size) % 16 == 0);
+#if PG_X86_DISPATCH
+    if (pg_lanes_isa() == 2) {
+        if (kind == 0)
+            pg_lanes_row_avx2_f32(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo,
+                                  stream, crun);
+        else if (kind == 1)
+            pg_lanes_row_avx2_f16(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo,
+                                  stream, crun);
+        else
+            pg_lanes_row_avx2_bf16(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo,
+                                   stream, crun);
+        return;
+    }
+#endif
     if (kind == 0)
-        pg_lanes_row_avx2_f32(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, stream,
-                               crun);
+        pg_lanes_row_base_f32(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo,
+                              stream, crun);
     else if (kind == 1)
-        pg_lanes_row_avx2_f16(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, stream,
-                               crun);
+        pg_lanes_row_base_f16(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo,
+                              stream, crun);
     else
-        pg_lanes_row_avx2_bf16(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo, stream,
-                               crun);
+        pg_lanes_row_base_bf16(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo,
+                               stream, crun);
+#else   /* never planned without the vector layer */
+    (void)dst; (void)ds; (void)nd; (void)rs; (void)g; (void)gs; (void)k; (void)ww; (void)nr;
+    (void)tap; (void)m; (void)W; (void)L; (void)Wo; (void)kind; (void)stream; (void)crun;
+#endif
 }
 
 /* float64 rows (pg_lanes_row_f64_body): streamed where dst, the column and row strides and
@@ -848,32 +913,17 @@ static inline void pg_lanes_row_f64(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdi
                                     ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,
                                     int stream)
 {
+#if PG_VEC
     if (PG_HAVE_STREAM && stream && ((uintptr_t)dst % 16u) == 0 && ds % 2 == 0
             && L % 2 == 0 && (nd == 1 || rs % 2 == 0))
-        pg_lanes_row_avx2_f64_s(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo);
+        PG_PICK(pg_lanes_row, f64_s, dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo);
     else
-        pg_lanes_row_avx2_f64_o(dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo);
-}
-#else
-static inline void pg_lanes_row_f64(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
-                                    const void *const *g, ptrdiff_t gs, const double *k,
-                                    const double *ww, ptrdiff_t nr, const int64_t *tap,
-                                    ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,
-                                    int stream)
-{   /* never planned without the AVX2 builds */
+        PG_PICK(pg_lanes_row, f64_o, dst, ds, nd, rs, g, gs, k, ww, nr, tap, m, W, L, Wo);
+#else   /* never planned without the vector layer */
     (void)dst; (void)ds; (void)nd; (void)rs; (void)g; (void)gs; (void)k; (void)ww; (void)nr;
     (void)tap; (void)m; (void)W; (void)L; (void)Wo; (void)stream;
-}
-static inline void pg_lanes_row(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
-                                const void *const *g, ptrdiff_t gs, const float *k,
-                                const float *ww, ptrdiff_t nr, const int64_t *tap, ptrdiff_t m,
-                                ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo, int kind, int stream,
-                                const int64_t *crun)
-{   /* never planned without the AVX2 builds */
-    (void)dst; (void)ds; (void)nd; (void)rs; (void)g; (void)gs; (void)k; (void)ww; (void)nr;
-    (void)tap; (void)m; (void)W; (void)L; (void)Wo; (void)kind; (void)stream; (void)crun;
-}
 #endif
+}
 
 /* a grad_input row of W columns (nbytes each, dstep bytes apart) copied from an identical
  * row already formed at src (columns sstep bytes apart), so the same bits: column by
@@ -935,49 +985,52 @@ static inline void pg_combine_f64(double *dst, const double *const *rows, ptrdif
 }
 
 /*
- * The combine of a 16-bit output row with its single rounding fused in (AVX2 and F16C):
- * eight sums at a time, rounded to bfloat16 (integer operations, pg_half.h's formula) or
- * float16 (the F16C instruction, IEEE round to nearest even) and stored, without the
- * float32 row in between.  The same bits as pg_combine_f32 followed by the row conversion.
- * Returns 0 where the CPU lacks the instructions (the caller then does those two steps).
+ * The combine of a 16-bit output row with its single rounding fused in: eight sums at a
+ * time, rounded to bfloat16 (integer operations, pg_half.h's formula) or float16 (F16C,
+ * _Float16 or the layer's lane operations: IEEE round to nearest even) and stored, without
+ * the float32 row in between.  The same bits as pg_combine_f32 followed by the row
+ * conversion.  Written against the vector layer: AVX2 and baseline copies.
  */
-#if PG_X86_DISPATCH
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline __m256 pg_combine8_avx2(const float *r0, const float *r1, const float *r2,
-                                       const float *const *rows, ptrdiff_t rs, ptrdiff_t nr,
-                                       ptrdiff_t j)
+#if PG_VEC
+/* the sum at column j of nr rows (r0, r1, r2 the first three, or r0 where there are fewer):
+ * one to three terms (the common counts: k3 s1 sums three rows) without the loop, their
+ * row pointers the caller's locals, not reloaded at every block (the extension builds
+ * without strict aliasing, so a store through dst could have changed rows[]); rows after
+ * the third from rows[], or with rows NULL rs floats apart from r0 on */
+PG_VEC_INLINE pg_f8 pg_combine8(const float *r0, const float *r1, const float *r2,
+                                const float *const *rows, ptrdiff_t rs, ptrdiff_t nr,
+                                ptrdiff_t j)
 {
-    /* one to three terms (the common counts: k3 s1 sums three rows) without the loop;
-     * their row pointers are the caller's locals, not reloaded at every block (the
-     * extension builds without strict aliasing, so a store through dst could have changed
-     * rows[]) */
-    if (nr == 1) return _mm256_loadu_ps(r0 + j);
-    __m256 s = _mm256_add_ps(_mm256_loadu_ps(r0 + j), _mm256_loadu_ps(r1 + j));
+    if (nr == 1) return pg_f8_load(r0 + j);
+    pg_f8 s = pg_f8_load(r0 + j) + pg_f8_load(r1 + j);
     if (nr == 2) return s;
-    s = _mm256_add_ps(s, _mm256_loadu_ps(r2 + j));
-    /* rows after the third: rows[], or with rows NULL rs floats apart from r0 on */
+    s = s + pg_f8_load(r2 + j);
     if (rows)
-        for (ptrdiff_t r = 3; r < nr; r++) s = _mm256_add_ps(s, _mm256_loadu_ps(rows[r] + j));
+        for (ptrdiff_t r = 3; r < nr; r++) s = s + pg_f8_load(rows[r] + j);
     else
-        for (ptrdiff_t r = 3; r < nr; r++) s = _mm256_add_ps(s, _mm256_loadu_ps(r0 + r * rs + j));
+        for (ptrdiff_t r = 3; r < nr; r++) s = s + pg_f8_load(r0 + r * rs + j);
     return s;
 }
 
-
-
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_combine_bf16_body(uint16_t *dst, const float *r0, const float *r1,
-                                        const float *r2, const float *const *rows,
-                                        ptrdiff_t rs, ptrdiff_t nr, ptrdiff_t n)
+/* n >= 8.  bfloat16 sixteen at a time (two rounded blocks, one store: AVX2 tests the
+ * sixteen for NaN at once); a row of 16 or more ends with a block that overlaps the one
+ * before (equal values again), a shorter one with a block of eight that does */
+PG_VEC_INLINE void pg_combine_h16_body(uint16_t *dst, const float *r0, const float *r1,
+                                       const float *r2, const float *const *rows,
+                                       ptrdiff_t rs, ptrdiff_t nr, ptrdiff_t n, int bf16,
+                                       int isa)
 {
+    if (!bf16) {
+        PG_FOR8_OVERLAP(j, n, {
+            const pg_f8 s = pg_combine8(r0, r1, r2, rows, rs, nr, j);
+            pg_h8_store(dst + j, pg_f8_to_f16(s, isa));
+        })
+        return;
+    }
     ptrdiff_t j = 0;
-    /* sixteen at a time: two rounded blocks packed into one 32-byte store; a row of 16 or
-     * more ends with a block that overlaps the one before (equal values again) */
 #define PG_COMBINE16_BF16(j)                                                                \
-    _mm256_storeu_si256((__m256i *)(dst + (j)),                                             \
-                        pg_bf16_round16_avx2(                                               \
-                            pg_combine8_avx2(r0, r1, r2, rows, rs, nr, (j)),                \
-                            pg_combine8_avx2(r0, r1, r2, rows, rs, nr, (j) + 8)))
+    pg_f8x2_store_bf16(dst + (j), pg_combine8(r0, r1, r2, rows, rs, nr, (j)),               \
+                       pg_combine8(r0, r1, r2, rows, rs, nr, (j) + 8), isa)
     for (; j + 16 <= n; j += 16) PG_COMBINE16_BF16(j);
     if (j < n && n >= 16) {
         PG_COMBINE16_BF16(n - 16);
@@ -986,93 +1039,122 @@ static inline void pg_combine_bf16_body(uint16_t *dst, const float *r0, const fl
 #undef PG_COMBINE16_BF16
     for (; j < n; j += 8) {
         if (j + 8 > n) j = n - 8;   /* the last block overlaps: it rewrites equal values */
-        __m256i v = pg_bf16_round8_avx2(pg_combine8_avx2(r0, r1, r2, rows, rs, nr, j));
-        _mm_storeu_si128((__m128i *)(dst + j),
-                         _mm_packus_epi32(_mm256_castsi256_si128(v),
-                                          _mm256_extracti128_si256(v, 1)));
+        const pg_f8 s = pg_combine8(r0, r1, r2, rows, rs, nr, j);
+        pg_h8_store(dst + j, pg_f8_to_bf16_isa(s, isa));
     }
 }
 
 /* a row of the sum of nr rows (r0, r1, r2 the first three, or r0 where there are fewer;
- * rows[] all of them), rounded to bfloat16; inlined where rows are formed (pg_item.h's
- * 16-bit item), so that the first three rows stay in registers and a row costs no call */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_combine_bf16_inline(uint16_t *dst, const float *r0, const float *r1,
-                                          const float *r2, const float *const *rows,
-                                          ptrdiff_t nr, ptrdiff_t n)
+ * rows[] all of them), rounded to bfloat16 (bf16) or float16; inlined where rows are formed
+ * (pg_item.h's 16-bit item), so that the first three rows stay in registers and a row costs
+ * no call */
+PG_VEC_INLINE void pg_combine_h16_inline(uint16_t *dst, const float *r0, const float *r1,
+                                         const float *r2, const float *const *rows,
+                                         ptrdiff_t nr, ptrdiff_t n, int bf16, int isa)
 {
     if (n < 8) {
-        for (ptrdiff_t j = 0; j < n; j++) dst[j] = pg_f32_to_bf16(pg_combine1_f32(rows, nr, j));
+        for (ptrdiff_t j = 0; j < n; j++) {
+            const float s = pg_combine1_f32(rows, nr, j);
+            dst[j] = bf16 ? pg_f32_to_bf16(s) : pg_f32_to_f16_isa(s, isa);
+        }
         return;
     }
     /* the common term counts as constants, so the loops carry no test on them */
-    if (nr == 1) pg_combine_bf16_body(dst, r0, r0, r0, rows, 0, 1, n);
-    else if (nr == 2) pg_combine_bf16_body(dst, r0, r1, r0, rows, 0, 2, n);
-    else if (nr == 3) pg_combine_bf16_body(dst, r0, r1, r2, rows, 0, 3, n);
-    else pg_combine_bf16_body(dst, r0, r1, r2, rows, 0, nr, n);
+    if (nr == 1) pg_combine_h16_body(dst, r0, r0, r0, rows, 0, 1, n, bf16, isa);
+    else if (nr == 2) pg_combine_h16_body(dst, r0, r1, r0, rows, 0, 2, n, bf16, isa);
+    else if (nr == 3) pg_combine_h16_body(dst, r0, r1, r2, rows, 0, 3, n, bf16, isa);
+    else pg_combine_h16_body(dst, r0, r1, r2, rows, 0, nr, n, bf16, isa);
 }
 
-PG_TARGET_AVX2
-static void pg_combine_bf16_avx2(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
-                                 ptrdiff_t n)
-{
-    pg_combine_bf16_inline(dst, rows[0], nr > 1 ? rows[1] : rows[0],
-                           nr > 2 ? rows[2] : rows[0], rows, nr, n);
-}
-
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_combine_f16_body(uint16_t *dst, const float *r0, const float *r1,
-                                       const float *r2, const float *const *rows,
-                                       ptrdiff_t rs, ptrdiff_t nr, ptrdiff_t n)
-{
-    PG_FOR8_OVERLAP(j, n, {
-        _mm_storeu_si128((__m128i *)(dst + j),
-                         _mm256_cvtps_ph(pg_combine8_avx2(r0, r1, r2, rows, rs, nr, j),
-                                         _MM_FROUND_TO_NEAREST_INT));
-    })
-}
-
-/* the same rounded to float16 */
-__attribute__((target("avx2,f16c"))) PG_ALWAYS_INLINE
-static inline void pg_combine_f16_inline(uint16_t *dst, const float *r0, const float *r1,
-                                         const float *r2, const float *const *rows,
-                                         ptrdiff_t nr, ptrdiff_t n)
-{
-    if (n < 8) {
-        for (ptrdiff_t j = 0; j < n; j++)
-            dst[j] = _cvtss_sh(pg_combine1_f32(rows, nr, j), _MM_FROUND_TO_NEAREST_INT);
-        return;
-    }
-    if (nr == 1) pg_combine_f16_body(dst, r0, r0, r0, rows, 0, 1, n);
-    else if (nr == 2) pg_combine_f16_body(dst, r0, r1, r0, rows, 0, 2, n);
-    else if (nr == 3) pg_combine_f16_body(dst, r0, r1, r2, rows, 0, 3, n);
-    else pg_combine_f16_body(dst, r0, r1, r2, rows, 0, nr, n);
-}
-
-__attribute__((target("avx2,f16c")))
-static void pg_combine_f16_avx2(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
-                                ptrdiff_t n)
-{
-    pg_combine_f16_inline(dst, rows[0], nr > 1 ? rows[1] : rows[0],
-                          nr > 2 ? rows[2] : rows[0], rows, nr, n);
-}
-
-/* the same (bfloat16 or float16) for nr >= 4 rows rs floats apart from r0 on (consecutive
- * E rows, n >= 8), 4 to 8 rows as constants (kernels of 4 to 8 at stride 1); out of line,
- * so that the items' row loops keep their registers for the common counts */
-__attribute__((target("avx2,f16c"))) __attribute__((noinline))
-static void pg_combine_h16_strided(uint16_t *dst, const float *r0, ptrdiff_t rs, ptrdiff_t nr,
-                                   ptrdiff_t n, int bf16)
+/* the same for nr >= 4 rows rs floats apart from r0 on (consecutive E rows, n >= 8), 4 to 8
+ * rows as constants (kernels of 4 to 8 at stride 1) */
+PG_VEC_INLINE void pg_combine_h16_strided_body(uint16_t *dst, const float *r0, ptrdiff_t rs,
+                                               ptrdiff_t nr, ptrdiff_t n, int bf16, int isa)
 {
     const float *r1 = r0 + rs, *r2 = r1 + rs;
 #define PG_COMBINE_STRIDED(NR)                                                              \
-    if (bf16) pg_combine_bf16_body(dst, r0, r1, r2, NULL, rs, NR, n);                       \
-    else pg_combine_f16_body(dst, r0, r1, r2, NULL, rs, NR, n);
+    pg_combine_h16_body(dst, r0, r1, r2, NULL, rs, NR, n, bf16, isa);
     PG_CASES_4_TO_8(nr, PG_COMBINE_STRIDED)
 #undef PG_COMBINE_STRIDED
 }
-#endif
 
+/* whether the nr rows (nr >= 3) lie rs floats apart from rows[0] on */
+static inline int pg_rows_strided(const float *const *rows, ptrdiff_t nr, ptrdiff_t rs)
+{
+    ptrdiff_t t = 2;
+    while (t < nr && rows[t] == rows[0] + t * rs) t++;
+    return t == nr;
+}
+
+/* one copy per instruction set and format; the strided sums out of line, so that the
+ * items' row loops keep their registers for the common counts.  A table of four or more
+ * rows rs apart (consecutive E rows) takes the strided sums, whose rows are constants
+ * (the 128-bit copies' loop over a table keeps its sums in memory) */
+#define PG_COMBINE_H16_ISA(SFX, ATTR, ISA)                                                  \
+ATTR __attribute__((noinline))                                                              \
+static void pg_combine_h16_strided_##SFX(uint16_t *dst, const float *r0, ptrdiff_t rs,      \
+                                         ptrdiff_t nr, ptrdiff_t n, int bf16)               \
+{                                                                                           \
+    pg_combine_h16_strided_body(dst, r0, rs, nr, n, bf16, ISA);                             \
+}                                                                                           \
+ATTR static void pg_combine_bf16_##SFX(uint16_t *dst, const float *const *rows,             \
+                                       ptrdiff_t nr, ptrdiff_t n)                           \
+{                                                                                           \
+    if (nr >= 4 && n >= 8 && pg_rows_strided(rows, nr, rows[1] - rows[0]))                 \
+        pg_combine_h16_strided_##SFX(dst, rows[0], rows[1] - rows[0], nr, n, 1);            \
+    else                                                                                    \
+        pg_combine_h16_inline(dst, rows[0], nr > 1 ? rows[1] : rows[0],                     \
+                              nr > 2 ? rows[2] : rows[0], rows, nr, n, 1, ISA);             \
+}                                                                                           \
+ATTR static void pg_combine_f16_##SFX(uint16_t *dst, const float *const *rows,              \
+                                      ptrdiff_t nr, ptrdiff_t n)                            \
+{                                                                                           \
+    if (nr >= 4 && n >= 8 && pg_rows_strided(rows, nr, rows[1] - rows[0]))                 \
+        pg_combine_h16_strided_##SFX(dst, rows[0], rows[1] - rows[0], nr, n, 0);            \
+    else                                                                                    \
+        pg_combine_h16_inline(dst, rows[0], nr > 1 ? rows[1] : rows[0],                     \
+                              nr > 2 ? rows[2] : rows[0], rows, nr, n, 0, ISA);             \
+}
+PG_COMBINE_H16_ISA(base, , PG_ISA_BASE)
+#if PG_X86_DISPATCH
+PG_COMBINE_H16_ISA(avx2, PG_TARGET_AVX2_F16C, PG_ISA_AVX2)
+
+/* the AVX2 forms by the names pg_item.h's AVX2 code calls them (a vector it receives comes
+ * through a pointer: AVX code may pass none by value to a function without the target) */
+#define pg_combine_h16_strided pg_combine_h16_strided_avx2
+
+PG_VEC_INLINE void pg_combine_bf16_inline(uint16_t *dst, const float *r0, const float *r1,
+                                          const float *r2, const float *const *rows,
+                                          ptrdiff_t nr, ptrdiff_t n)
+{
+    pg_combine_h16_inline(dst, r0, r1, r2, rows, nr, n, 1, PG_ISA_AVX2);
+}
+
+PG_VEC_INLINE void pg_combine_f16_inline(uint16_t *dst, const float *r0, const float *r1,
+                                         const float *r2, const float *const *rows,
+                                         ptrdiff_t nr, ptrdiff_t n)
+{
+    pg_combine_h16_inline(dst, r0, r1, r2, rows, nr, n, 0, PG_ISA_AVX2);
+}
+
+PG_VEC_INLINE void pg_combine8_to(pg_f8 *v, const float *r0, const float *r1,
+                                  const float *r2, const float *const *rows, ptrdiff_t rs,
+                                  ptrdiff_t nr, ptrdiff_t j)
+{
+    *v = pg_combine8(r0, r1, r2, rows, rs, nr, j);
+}
+
+PG_TARGET_AVX2 PG_ALWAYS_INLINE
+static inline __m256 pg_combine8_avx2(const float *r0, const float *r1, const float *r2,
+                                       const float *const *rows, ptrdiff_t rs, ptrdiff_t nr,
+                                       ptrdiff_t j)
+{
+    pg_f8 v;
+    pg_combine8_to(&v, r0, r1, r2, rows, rs, nr, j);
+    return v;
+}
+#endif
+#endif
 /* whether the AVX2 16-bit routines can run: AVX2, and F16C for float16 */
 static inline int pg_have_h16(int bf16)
 {
@@ -1207,15 +1289,25 @@ static inline int pg_load_lanes_h16(float *dst, const uint16_t *src, ptrdiff_t s
     return isa != 0;
 }
 
+/* the fused 16-bit combine: the AVX2 copy where the CPU has it, else the baseline one;
+ * returns 0 (and does nothing) without the vector layer: the caller then combines and
+ * converts */
 static inline int pg_combine_h16(uint16_t *dst, const float *const *rows, ptrdiff_t nr,
                                  ptrdiff_t n, int bf16)
 {
-    if (!pg_have_h16(bf16))
-        return 0;
 #if PG_X86_DISPATCH
-    (bf16 ? pg_combine_bf16_avx2 : pg_combine_f16_avx2)(dst, rows, nr, n);
+    if (pg_have_h16(0)) {   /* the copies' target: AVX2 and F16C */
+        (bf16 ? pg_combine_bf16_avx2 : pg_combine_f16_avx2)(dst, rows, nr, n);
+        return 1;
+    }
 #endif
+#if PG_VEC
+    (bf16 ? pg_combine_bf16_base : pg_combine_f16_base)(dst, rows, nr, n);
     return 1;
+#else
+    (void)dst; (void)rows; (void)nr; (void)n; (void)bf16;
+    return 0;
+#endif
 }
 
 /* n elements of `size` bytes (2, 4 or 8), every one equal to *value: the fill of global
@@ -1590,7 +1682,7 @@ static inline void pg_stage_end(pg_stage *s, int avx)
     pg_stage_flush_base(s, 1);
 }
 
-#if PG_X86_DISPATCH
+#if PG_VEC
 /*
  * A register-fed region writer for regions of whole vectors of float lanes (pg_item.h's
  * float64 items push each double as two; at a 4-byte-aligned address: grad_input is
@@ -1601,77 +1693,90 @@ static inline void pg_stage_end(pg_stage *s, int avx)
  * region's own floats (the partial lines at the region's ends, as in pg_sw).  One stream
  * store a vector, where the stage (pg_stage) stores each value twice and loads it once.
  * With nt = 0 (an output in the cache) each vector lying whole in the region gets an
- * ordinary aligned store, and only the region's partial vectors are masked.
+ * ordinary aligned store, and only the region's partial vectors are masked.  Written
+ * against the vector layer (pg_vs_push_isa, pg_vs_end_isa); pg_vs_push and pg_vs_end are
+ * its AVX2 forms for intrinsics code.
  */
 typedef struct {
     float *a;              /* next aligned output vector */
     float *r0, *r1;        /* the region */
     float *w0, *w1;        /* its whole lines (nt = 0: its whole vectors) */
-    __m256 prev;           /* the last vector pushed */
-    __m256i perm, hi;      /* lane i takes float (i - sh) & 7; lanes sh.. set */
+    pg_f8 prev;            /* the last vector pushed */
+    pg_i8 perm, hi;        /* lane i takes float (i - sh) & 7; lanes sh.. set */
     int sh;
 } pg_vs;
 
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_vs_begin(pg_vs *v, float *dst, ptrdiff_t n, int nt)
+PG_VEC_INLINE void pg_vs_begin(pg_vs *v, float *dst, ptrdiff_t n, int nt)
 {
     const ptrdiff_t sh = (ptrdiff_t)(((uintptr_t)dst & 31u) / 4u);
     const uintptr_t unit = nt ? 63u : 31u;
+    const pg_i8 lane = {0, 1, 2, 3, 4, 5, 6, 7};
+    const int32_t s = (int32_t)sh;
     v->sh = (int)sh;
     v->a = dst - sh;
     v->r0 = dst;
     v->r1 = dst + n;
     v->w0 = (float *)(((uintptr_t)dst + unit) & ~unit);
     v->w1 = (float *)(((uintptr_t)(dst + n)) & ~unit);
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    v->perm = _mm256_and_si256(_mm256_sub_epi32(lane, _mm256_set1_epi32((int)sh)),
-                               _mm256_set1_epi32(7));
-    v->hi = _mm256_cmpgt_epi32(lane, _mm256_set1_epi32((int)sh - 1));
-    v->prev = _mm256_setzero_ps();
+    v->perm = (lane - (pg_i8){s, s, s, s, s, s, s, s}) & 7;
+    v->hi = lane > (pg_i8){s - 1, s - 1, s - 1, s - 1, s - 1, s - 1, s - 1, s - 1};
+    v->prev = pg_f8_set1(0.0f);
 }
 
 /* the output vector at v->a, from lanes of the vector before and the vector now; nt as
  * at pg_vs_begin, a constant where it is called (a test of it at every store costs time) */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_vs_put(pg_vs *v, __m256 s, const int nt)
+PG_VEC_INLINE void pg_vs_put(pg_vs *v, pg_f8 s, const int nt, int isa)
 {
     float *const a = v->a;
     if (a >= v->w0 && a + 8 <= v->w1) {
-        if (nt) _mm256_stream_ps(a, s);
-        else _mm256_store_ps(a, s);
+        if (nt) pg_f8_stream(a, s, isa);
+        else pg_f8_store(a, s);
     } else {   /* a partial line: the region's floats only */
-        const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-        const __m256i lo = _mm256_set1_epi32((int)(v->r0 - a) - 1);
-        const __m256i hi = _mm256_set1_epi32((int)(v->r1 - a));
-        const __m256i m = _mm256_and_si256(_mm256_cmpgt_epi32(lane, lo),
-                                           _mm256_cmpgt_epi32(hi, lane));
-        _mm256_maskstore_ps(a, m, s);
+        pg_f8_store_part(a, v->r0 - a, v->r1 - a, s, isa);
     }
     v->a = a + 8;
+}
+
+PG_VEC_INLINE void pg_vs_push_isa(pg_vs *v, pg_f8 x, const int nt, int isa)
+{
+    pg_f8 s;
+    if (v->sh == 0)
+        s = x;
+    else if (v->sh == 4)
+        s = pg_f8_mid(v->prev, x, isa);
+    else
+        s = pg_f8_blend(pg_f8_permute(v->prev, v->perm, isa), pg_f8_permute(x, v->perm, isa),
+                        v->hi, isa);
+    v->prev = x;
+    pg_vs_put(v, s, nt, isa);
+}
+
+/* the last output vector (the region's last sh floats) */
+PG_VEC_INLINE void pg_vs_end_isa(pg_vs *v, const int nt, int isa)
+{
+    if (v->sh) pg_vs_push_isa(v, pg_f8_set1(0.0f), nt, isa);
+}
+
+#if PG_X86_DISPATCH
+/* the AVX2 forms for pg_item.h's intrinsics (the vector through a pointer: AVX code may pass
+ * none by value to a function without the target) */
+PG_VEC_INLINE void pg_vs_push_at(pg_vs *v, const pg_f8 *x, const int nt)
+{
+    pg_vs_push_isa(v, *x, nt, PG_ISA_AVX2);
 }
 
 PG_TARGET_AVX2 PG_ALWAYS_INLINE
 static inline void pg_vs_push(pg_vs *v, __m256 x, const int nt)
 {
-    __m256 s;
-    if (v->sh == 0)
-        s = x;
-    else if (v->sh == 4)
-        s = _mm256_permute2f128_ps(v->prev, x, 0x21);
-    else
-        s = _mm256_blendv_ps(_mm256_permutevar8x32_ps(v->prev, v->perm),
-                             _mm256_permutevar8x32_ps(x, v->perm),
-                             _mm256_castsi256_ps(v->hi));
-    v->prev = x;
-    pg_vs_put(v, s, nt);
+    const pg_f8 y = x;
+    pg_vs_push_at(v, &y, nt);
 }
 
-/* the last output vector (the region's last sh floats) */
-PG_TARGET_AVX2 PG_ALWAYS_INLINE
-static inline void pg_vs_end(pg_vs *v, const int nt)
+PG_VEC_INLINE void pg_vs_end(pg_vs *v, const int nt)
 {
-    if (v->sh) pg_vs_push(v, _mm256_setzero_ps(), nt);
+    pg_vs_end_isa(v, nt, PG_ISA_AVX2);
 }
+#endif
 #endif
 
 /* the float64 gather's staged rows (_kernels.pyx's _gather_item): each row the sum of its

@@ -1514,6 +1514,97 @@ PG_VEC_INLINE pg_b32 pg_b32_lookup16(const void *t, pg_b32 c, int isa)
 #endif
     return r;
 }
+/* --- layer for pg_stream.h: lanes rows, 16-bit combines, register-fed writer --- */
+/* Sixteen bfloat16 values as two float32 vectors in the pair order, for lane-by-lane work
+ * between pg_f8x2_load_bf16_pair and pg_f8x2_to_bf16_pair: AVX2 widens them with the
+ * unpacks of its 128-bit halves (a: values 0-3 and 8-11, b: 4-7 and 12-15), whose order
+ * its pack undoes, a shuffle less each way than lane order; other instruction sets keep
+ * lane order (a: 0-7, b: 8-15) */
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2 static inline void pg_f8x2_load_bf16_pair_avx2(const void *p, pg_f8 *a,
+                                                              pg_f8 *b)
+{
+    const __m256i x = _mm256_loadu_si256((const __m256i *)p), z = _mm256_setzero_si256();
+    const __m256i lo = _mm256_unpacklo_epi16(z, x), hi = _mm256_unpackhi_epi16(z, x);
+    memcpy(a, &lo, 32);
+    memcpy(b, &hi, 32);
+}
+
+PG_TARGET_AVX2 static inline void pg_f8x2_to_bf16_pair_avx2(const pg_f8 *a, const pg_f8 *b,
+                                                            pg_h8 *ha, pg_h8 *hb)
+{
+    __m256 x, y;
+    memcpy(&x, a, 32);
+    memcpy(&y, b, 32);
+    const __m256i q = pg_bf16_pack16_avx2(x, y);
+    memcpy(ha, &q, 16);
+    memcpy(hb, (const char *)&q + 16, 16);
+}
+#endif
+
+PG_VEC_INLINE void pg_f8x2_load_bf16_pair(const void *p, pg_f8 *a, pg_f8 *b, int isa)
+{
+    PG_AVX2_DO(pg_f8x2_load_bf16_pair_avx2(p, a, b));
+    *a = pg_f8_load_bf16(p, isa);
+    *b = pg_f8_load_bf16((const char *)p + 16, isa);
+}
+
+/* the pair rounded to bfloat16 as pg_f8x2_to_bf16 rounds, in lane order: values 0-7 to
+ * *ha, 8-15 to *hb */
+PG_VEC_INLINE void pg_f8x2_to_bf16_pair(pg_f8 a, pg_f8 b, pg_h8 *ha, pg_h8 *hb, int isa)
+{
+    PG_AVX2_DO(pg_f8x2_to_bf16_pair_avx2(&a, &b, ha, hb));
+    pg_f8x2_to_bf16(a, b, ha, hb, isa);
+}
+
+/* lanes j of v with lo <= j < hi stored to p[j], nothing else touched (AVX2: one masked
+ * store) */
+#if PG_X86_DISPATCH
+PG_TARGET_AVX2 static inline void pg_f8_store_part_avx2(float *p, ptrdiff_t lo, ptrdiff_t hi,
+                                                        const pg_f8 *v)
+{
+    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    const __m256i a = _mm256_set1_epi32((int)lo - 1), b = _mm256_set1_epi32((int)hi);
+    const __m256i m = _mm256_and_si256(_mm256_cmpgt_epi32(lane, a),
+                                       _mm256_cmpgt_epi32(b, lane));
+    __m256 x;
+    memcpy(&x, v, 32);
+    _mm256_maskstore_ps(p, m, x);
+}
+#endif
+
+PG_VEC_INLINE void pg_f8_store_part(float *p, ptrdiff_t lo, ptrdiff_t hi, pg_f8 v, int isa)
+{
+    PG_AVX2_DO(pg_f8_store_part_avx2(p, lo, hi, &v));
+    (void)isa;
+    for (ptrdiff_t j = lo < 0 ? 0 : lo; j < hi && j < 8; j++) p[j] = v[j];
+}
+
+/* lanes 4-7 of a, then lanes 0-3 of b (AVX2: one VPERM2F128) */
+PG_VEC_INLINE pg_f8 pg_f8_mid(pg_f8 a, pg_f8 b, int isa)
+{
+    if (isa == PG_ISA_AVX2) return PG_SHUF8(a, b, 4, 5, 6, 7, 8, 9, 10, 11);
+    return PG_JOIN(PG_HALF(a, 1), PG_HALF(b, 0));
+}
+
+/* four float64 lanes streamed to p (16-byte aligned) in two stores of 16 bytes: 128-bit
+ * sets take the halves as elements (gcc copies a 32-byte vector's halves through memory
+ * there), AVX2 extracts the upper one */
+PG_VEC_INLINE void pg_d4_stream16x2(void *p, pg_d4 v, int isa)
+{
+    if (isa == PG_ISA_AVX2) {
+        pg_f4 lo, hi;
+        memcpy(&lo, &v, 16);
+        memcpy(&hi, (const char *)&v + 16, 16);
+        pg_f4_stream(p, lo);
+        pg_f4_stream((char *)p + 16, hi);
+        return;
+    }
+    typedef double pg_d2 __attribute__((vector_size(16)));
+    pg_f4_stream(p, (pg_f4)(pg_d2){v[0], v[1]});
+    pg_f4_stream((char *)p + 16, (pg_f4)(pg_d2){v[2], v[3]});
+}
+/* --- end of the layer for pg_stream.h's lanes rows, 16-bit combines and writer --- */
 
 #else
 #define PG_VEC 0
