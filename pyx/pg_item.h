@@ -712,46 +712,71 @@ typedef struct {
 } pg_fused64;
 
 #if PG_X86_DISPATCH
-/* pg_stream.h's register-fed writer (pg_vs, AVX2 code taking __m256 by value) for the
- * fused bodies below, which are written against the layer: functions of their own that
- * take the four doubles (eight float lanes with the same bits) by pointer, as pg_vec.h's
- * AVX2 forms do, inlined into the AVX2 item; nt a constant there */
-PG_TARGET_AVX2 static inline void pg_fused_vs_begin(pg_vs *v, double *dst, ptrdiff_t n,
-                                                    int nt)
+/* The E values of a block, k * (each phase's terms left to right), as layer bodies: the
+ * AVX2 item below calls them with pointers (a 32-byte vector passes between AVX2 code and
+ * the layer's functions by pointer only) and pushes what they form to pg_stream.h's
+ * register-fed writer (pg_vs, AVX2 code). */
+/* a[0] + a[1] + ... + a[M - 1], four values from a */
+PG_VEC_INLINE pg_d4 pg_phase4d(const double *a, int64_t M)
 {
-    pg_vs_begin(v, (float *)dst, 2 * n, nt);
+    pg_d4 v = pg_d4_load(a);
+    for (int64_t t = 1; t < M; t++) v = v + pg_d4_load(a + t);
+    return v;
 }
 
-PG_TARGET_AVX2 static inline void pg_fused_vs_push(pg_vs *v, const pg_d4 *x, int nt)
+/* the weights of a grad_input row's covering rows (k1, k2 those of its second and third),
+ * each in four lanes */
+PG_VEC_INLINE void pg_fused64_weights(double k0, double k1, double k2, pg_d4 vk[3], int isa)
 {
-    __m256 y;
-    memcpy(&y, x, 32);
-    if (nt) pg_vs_push(v, y, 1);
-    else pg_vs_push(v, y, 0);
+    vk[0] = pg_d4_set1_isa(k0, isa);
+    vk[1] = pg_d4_set1_isa(k1, isa);
+    vk[2] = pg_d4_set1_isa(k2, isa);
 }
 
-PG_TARGET_AVX2 static inline void pg_fused_vs_end(pg_vs *v, int nt)
+/* period 2: columns 2q .. 2q + 7, the phases a (MA terms) and b (MB) interleaved, of one
+ * covering row (NH 1) or the sum of two (ra1 the second), to *lo and *hi */
+PG_VEC_INLINE void pg_fused64_block(const double *ra0, const double *ra1, ptrdiff_t pc0,
+                                    ptrdiff_t pc1, int64_t MA, int64_t MB, int NH,
+                                    ptrdiff_t q, const pg_d4 vk[3], pg_d4 *lo, pg_d4 *hi,
+                                    int isa)
 {
-    if (nt) pg_vs_end(v, 1);
-    else pg_vs_end(v, 0);
+    pg_d4 va = vk[0] * pg_phase4d(ra0 + pc0 + q, MA);
+    pg_d4 vb = vk[0] * pg_phase4d(ra0 + pc1 + q, MB);
+    if (NH == 2) {
+        va = va + vk[1] * pg_phase4d(ra1 + pc0 + q, MA);
+        vb = vb + vk[1] * pg_phase4d(ra1 + pc1 + q, MB);
+    }
+    pg_d4_zip(va, vb, lo, hi, isa);
 }
 
-#define PG_VS_PUSH4(V)                                                                          {                                                                                               const pg_d4 v4_ = (V);                                                                      pg_fused_vs_push(&vs, &v4_, nt);                                                        }
-#define PG_SPLAT4(x) pg_d4_set1_isa((x), isa)
-/* the item's grad_input rows (F the tables, pg_fused64; T double, VT its vector, SET1 its
- * broadcast, STEP values a vector): each summed by ROW(nh, ...) from its nh covering rows
- * (at most MAXNH) with their weights vk0, vk1, vk2; zeros where no window covers it */
-#define PG_FUSED_RUN(F, T, VT, SET1, STEP, MAXNH, ROW, ...)                                 \
+/* period 1: columns q .. q + 3, the NH rows' E values added left to right, to *v */
+PG_VEC_INLINE void pg_fused64_block1(const double *ra0, ptrdiff_t gstep, ptrdiff_t pc0,
+                                     int64_t M, int NH, ptrdiff_t q, const pg_d4 vk[3],
+                                     pg_d4 *v)
+{
+    pg_d4 s = vk[0] * pg_phase4d(ra0 + pc0 + q, M);
+    if (NH >= 2) s = s + vk[1] * pg_phase4d(ra0 + gstep + pc0 + q, M);
+    if (NH >= 3) s = s + vk[2] * pg_phase4d(ra0 + 2 * gstep + pc0 + q, M);
+    *v = s;
+}
+
+/* four doubles pushed to the writer (its vectors are __m256: eight floats, the same bits) */
+#define PG_VS_PUSH4(V) pg_vs_push(&vs, (__m256)(V), PG_VS_NT)
+/* the item's grad_input rows (F the tables, pg_fused64; T double, STEP values a vector):
+ * each summed by ROW(nh, ...) from its nh covering rows (at most MAXNH) with their
+ * weights vk; zeros where no window covers it */
+#define PG_FUSED_RUN(F, T, STEP, MAXNH, ROW, ...)                                           \
     for (ptrdiff_t idd = d0; idd < d1; idd++) {                                             \
         const ptrdiff_t od = F->dlo[idd];                                                   \
         const T *const gd = gblk + pd + (od - od0) * noh * gstep;                           \
         for (ptrdiff_t ih = h0; ih < h1; ih++) {                                            \
             const ptrdiff_t p = F->hlo[ih], nh = F->hhi[ih] - p;                            \
             const T *const ra0 = gd + (p - oh0) * gstep, *const ra1 = ra0 + gstep;         \
-            const VT vk0 = SET1(F->wd[od] * F->wh[p]);                                      \
-            const VT vk1 = nh >= 2 ? SET1(F->wd[od] * F->wh[p + 1]) : vk0;                  \
-            const VT vk2 = nh >= 3 ? SET1(F->wd[od] * F->wh[p + 2]) : vk0;                  \
-            (void)ra1; (void)vk2;                                                           \
+            const double k0 = F->wd[od] * F->wh[p];                                         \
+            pg_d4 vk[3];                                                                    \
+            pg_fused64_weights(k0, nh >= 2 ? F->wd[od] * F->wh[p + 1] : k0,                 \
+                               nh >= 3 ? F->wd[od] * F->wh[p + 2] : k0, vk, PG_ISA_AVX2);   \
+            (void)ra1;                                                                      \
             if (nh == 1) {                                                                  \
                 ROW(1, __VA_ARGS__)                                                         \
             } else if (nh == 2) {                                                           \
@@ -759,67 +784,35 @@ PG_TARGET_AVX2 static inline void pg_fused_vs_end(pg_vs *v, int nt)
             } else if ((MAXNH) >= 3 && nh == 3) {                                           \
                 ROW(3, __VA_ARGS__)                                                         \
             } else {   /* no window: zeros */                                               \
-                for (ptrdiff_t j = 0; j < W; j += (STEP))                                   \
-                    PG_VS_PUSH4(PG_SPLAT4(0.0));                                            \
+                for (ptrdiff_t j = 0; j < W; j += (STEP)) PG_VS_PUSH4(zero4);               \
             }                                                                               \
         }                                                                                   \
-    }
-#define PG_PHASE_SUM4D(v, A, M, Q)                                                          \
-    {                                                                                       \
-        v = pg_d4_load((A) + (Q));                                                          \
-        for (int64_t t_ = 1; t_ < (M); t_++) v = v + pg_d4_load((A) + (Q) + t_);            \
-    }
-#define PG_FUSED64_BLOCK(lo, hi, NH, MA, MB, Q)                                             \
-    {                                                                                       \
-        pg_d4 va, vb;                                                                       \
-        PG_PHASE_SUM4D(va, ra0 + pc0, MA, Q)                                                \
-        PG_PHASE_SUM4D(vb, ra0 + pc1, MB, Q)                                                \
-        va = vk0 * va;                                                                      \
-        vb = vk0 * vb;                                                                      \
-        if ((NH) == 2) {                                                                    \
-            pg_d4 ua, ub;                                                                   \
-            PG_PHASE_SUM4D(ua, ra1 + pc0, MA, Q)                                            \
-            PG_PHASE_SUM4D(ub, ra1 + pc1, MB, Q)                                            \
-            va = va + vk1 * ua;                                                             \
-            vb = vb + vk1 * ub;                                                             \
-        }                                                                                   \
-        pg_d4_zip(va, vb, &lo, &hi, isa);                                                   \
     }
 #define PG_FUSED64_ROW(NH, MA, MB)                                                          \
     {                                                                                       \
         ptrdiff_t q = 0;                                                                    \
         pg_d4 lo, hi;                                                                       \
         for (; q + 4 <= nq; q += 4) {                                                       \
-            PG_FUSED64_BLOCK(lo, hi, NH, MA, MB, q)                                         \
+            pg_fused64_block(ra0, ra1, pc0, pc1, MA, MB, NH, q, vk, &lo, &hi, PG_ISA_AVX2); \
             PG_VS_PUSH4(lo);                                                                \
             PG_VS_PUSH4(hi);                                                                \
         }                                                                                   \
         if (q < nq) {   /* nq = 2 mod 4: the last four columns, of the block before */      \
-            PG_FUSED64_BLOCK(lo, hi, NH, MA, MB, nq - 4)                                    \
+            pg_fused64_block(ra0, ra1, pc0, pc1, MA, MB, NH, nq - 4, vk, &lo, &hi,          \
+                             PG_ISA_AVX2);                                                  \
             PG_VS_PUSH4(hi);                                                                \
         }                                                                                   \
     }
-#define PG_FUSED64_ROWS(MA, MB)                                                             \
-    PG_FUSED_RUN(f, double, pg_d4, PG_SPLAT4, 4, 2, PG_FUSED64_ROW, MA, MB)
+#define PG_FUSED64_ROWS(MA, MB) PG_FUSED_RUN(f, double, 4, 2, PG_FUSED64_ROW, MA, MB)
 
-/* period 1: grad_input columns q .. q + 3, the NH rows' E values added left to right */
+/* period 1: grad_input columns q .. q + 3 */
 #define PG_FUSED64_ROW1(NH, M)                                                              \
     for (ptrdiff_t q = 0; q < nq; q += 4) {                                                 \
-        pg_d4 v, u;                                                                         \
-        PG_PHASE_SUM4D(v, ra0 + pc0, M, q)                                                  \
-        v = vk0 * v;                                                                        \
-        if ((NH) >= 2) {                                                                    \
-            PG_PHASE_SUM4D(u, ra1 + pc0, M, q)                                              \
-            v = v + vk1 * u;                                                                \
-        }                                                                                   \
-        if ((NH) >= 3) {                                                                    \
-            PG_PHASE_SUM4D(u, ra0 + 2 * gstep + pc0, M, q)                                  \
-            v = v + vk2 * u;                                                                \
-        }                                                                                   \
+        pg_d4 v;                                                                            \
+        pg_fused64_block1(ra0, gstep, pc0, M, NH, q, vk, &v);                               \
         PG_VS_PUSH4(v);                                                                     \
     }
-#define PG_FUSED64_ROWS1(M)                                                                 \
-    PG_FUSED_RUN(f, double, pg_d4, PG_SPLAT4, 4, 3, PG_FUSED64_ROW1, M)
+#define PG_FUSED64_ROWS1(M) PG_FUSED_RUN(f, double, 4, 3, PG_FUSED64_ROW1, M)
 
 /* the grad_output rows of plane od, W-weighted, with their slots, into the grow block (as
  * pg_fused_avx2_f64 forms them for all the item's planes) */
@@ -878,7 +871,7 @@ PG_VEC_INLINE void pg_strip64(const pg_fused64 *f, const double *grow0, ptrdiff_
                               ptrdiff_t q, const int M, const int mode, int tb, double *x,
                               double *T, double *carry, pg_pf *nx, int isa)
 {
-    const pg_d4 z = PG_SPLAT4(0.0);
+    const pg_d4 z = pg_d4_set1_isa(0.0, isa);
     const double *const g0 = grow0 + f->pc[0] + q;
     /* (the table pointers in registers: the stores may alias f) */
     const int64_t *const hlo = f->hlo, *const hhi = f->hhi;
@@ -891,12 +884,10 @@ PG_VEC_INLINE void pg_strip64(const pg_fused64 *f, const double *grow0, ptrdiff_
         pg_pf_step(nx, 1);
         for (; top < e; top++) {
             /* k for the row it belongs to, applied once: each row's k * E as before */
-            const pg_d4 k = PG_SPLAT4(kd * wh[top]);
+            const pg_d4 k = pg_d4_set1_isa(kd * wh[top], isa);
             a0 = b0; a1 = b1; b0 = c0; b1 = c1;
-            PG_PHASE_SUM4D(c0, g0 + (top - oh0) * gstep, M, 0)
-            PG_PHASE_SUM4D(c1, g0 + (top - oh0) * gstep, M, 4)
-            c0 = k * c0;
-            c1 = k * c1;
+            c0 = k * pg_phase4d(g0 + (top - oh0) * gstep, M);
+            c1 = k * pg_phase4d(g0 + (top - oh0) * gstep + 4, M);
         }
         pg_d4 v0, v1;
         if (nh == 3) {
@@ -993,44 +984,16 @@ static void pg_fused1_strips_f64(const pg_fused64 *f, const double *gbase, doubl
 }
 #endif
 
-/* the rows through the register-fed writer (the grow block formed), streamed or not (nt,
- * a constant in each copy of the loops) */
-PG_VEC_INLINE void pg_fused_rows_body(const pg_fused64 *f, double *x0, ptrdiff_t d0,
-                                      ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                                      const double *PG_RESTRICT gblk, int nt, int isa)
-{
-    const ptrdiff_t W = f->W, Wo = f->Wo, nq = f->qx1, pd = f->epad;
-    const ptrdiff_t od0 = f->dlo[d0];
-    const ptrdiff_t oh0 = f->hlo[h0], oh1 = f->hhi[h1 - 1];
-    const ptrdiff_t noh = oh1 > oh0 ? oh1 - oh0 : 0, gstep = Wo + 2 * pd;
-    const ptrdiff_t pc0 = f->pc[0], pc1 = f->P > 1 ? f->pc[1] : 0;
-    pg_vs vs;
-    pg_fused_vs_begin(&vs, x0, (d1 - d0) * (h1 - h0) * W, nt);
-    if (f->P == 1) {
-        switch (f->pm[0]) {
-        case 1: PG_FUSED64_ROWS1(1) break;
-        case 2: PG_FUSED64_ROWS1(2) break;
-        default: PG_FUSED64_ROWS1(3) break;
-        }
-    } else {
-        switch (f->pm[0] * 2 + f->pm[1]) {
-        case 2 * 1 + 2: PG_FUSED64_ROWS(1, 2) break;
-        case 2 * 2 + 1: PG_FUSED64_ROWS(2, 1) break;
-        default: PG_FUSED64_ROWS(1, 1) break;
-        }
-    }
-    pg_fused_vs_end(&vs, nt);
-}
-
 PG_TARGET_AVX2
 static void pg_fused_avx2_f64(const pg_fused64 *f, const double *gbase, double *x0,
                               ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
                               double *PG_RESTRICT gblk)
 {
-    const ptrdiff_t W = f->W, Wo = f->Wo, pd = f->epad;
+    const ptrdiff_t W = f->W, Wo = f->Wo, nq = f->qx1, pd = f->epad;
     const ptrdiff_t od0 = f->dlo[d0], od1 = f->dhi[d1 - 1];
     const ptrdiff_t oh0 = f->hlo[h0], oh1 = f->hhi[h1 - 1];
     const ptrdiff_t noh = oh1 > oh0 ? oh1 - oh0 : 0, gstep = Wo + 2 * pd;
+    const ptrdiff_t pc0 = f->pc[0], pc1 = f->P > 1 ? f->pc[1] : 0;
     if (f->strips && (!f->nt || (W % 8 == 0 && ((uintptr_t)x0 & 15u) == 0))) {
         pg_fused1_strips_f64(f, gbase, x0, d0, d1, h0, h1, gblk,
                              (double *)(((uintptr_t)(gblk + pd + (oh1 - oh0) * gstep) + 31u)
@@ -1042,8 +1005,28 @@ static void pg_fused_avx2_f64(const pg_fused64 *f, const double *gbase, double *
      * item's planes one after another */
     for (ptrdiff_t od = od0; od < od1; od++)
         pg_fused64_grow(f, gbase, od, oh0, oh1, gblk + (od - od0) * noh * gstep);
-    if (f->nt) pg_fused_rows_body(f, x0, d0, d1, h0, h1, gblk, 1, PG_ISA_AVX2);
-    else pg_fused_rows_body(f, x0, d0, d1, h0, h1, gblk, 0, PG_ISA_AVX2);
+    const pg_d4 zero4 = {0.0, 0.0, 0.0, 0.0};
+    pg_vs vs;
+    pg_vs_begin(&vs, (float *)x0, 2 * (d1 - d0) * (h1 - h0) * W, f->nt);
+    /* streamed or not, a constant in each copy of the loops */
+#define PG_FUSED64_SWITCH                                                                   \
+    if (f->P == 1) {                                                                        \
+        switch (f->pm[0]) {                                                                 \
+        case 1: PG_FUSED64_ROWS1(1) break;                                                  \
+        case 2: PG_FUSED64_ROWS1(2) break;                                                  \
+        default: PG_FUSED64_ROWS1(3) break;                                                 \
+        }                                                                                   \
+    } else {                                                                                \
+        switch (f->pm[0] * 2 + f->pm[1]) {                                                  \
+        case 2 * 1 + 2: PG_FUSED64_ROWS(1, 2) break;                                        \
+        case 2 * 2 + 1: PG_FUSED64_ROWS(2, 1) break;                                        \
+        default: PG_FUSED64_ROWS(1, 1) break;                                               \
+        }                                                                                   \
+    }                                                                                       \
+    pg_vs_end(&vs, PG_VS_NT);
+    if (f->nt) { enum { PG_VS_NT = 1 }; PG_FUSED64_SWITCH }
+    else { enum { PG_VS_NT = 0 }; PG_FUSED64_SWITCH }
+#undef PG_FUSED64_SWITCH
 }
 #endif
 
