@@ -1316,7 +1316,7 @@ def gather_choice(go6, gi6, kind, rnd, geometry, stream, region, big, tstore, fi
     lanes = (on("lanes") and rnd == 0 and L >= (4 if kind == K_F64 else 8)
              and 0 < m <= MAX_TAPS and not tstore and not fill
              and terms <= 8 and terms * m <= LANES_ROW_TERMS and gs[5] == 1 and xs[5] == 1
-             and avx2 and _kernels.f16c_in_use())
+             and _kernels.LANES_ROWS)
     crun = None   # 16-bit only: their rounding is what a column run saves
     if lanes and W > 1 and kind in (K_F16, K_BF16) and on("crun"):
         crun = column_runs(np.asarray(taps_).reshape(W, m))

@@ -82,6 +82,7 @@ cdef extern from "pg_stream.h" nogil:
     void pg_stream_u16(uint16_t* dst, const uint16_t* src, Py_ssize_t n)
     void pg_store_fence()
     int PG_HAVE_STREAM
+    int PG_VEC
     ctypedef struct pg_sw:
         pass
     void pg_sw_begin(pg_sw* w, void* dst)
@@ -280,6 +281,8 @@ cdef enum:
 
 OPENMP_ENABLED = bool(PG_OPENMP)
 STREAMING_STORES = bool(PG_HAVE_STREAM)
+# channels-last rows formed without E rows (pg_lanes_row): built with the vector layer
+LANES_ROWS = bool(PG_VEC)
 
 
 def f16c_in_use():

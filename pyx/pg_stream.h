@@ -14,7 +14,7 @@
  * pg_f4_stream / pg_h8_stream are the non-temporal stores) and built for AVX2 and for the
  * baseline (SSE2 or NEON): the combines, loads, fills, streaming copies, the channels-last
  * lanes rows, the 16-bit combines and the register-fed writer (pg_vs).  Without the layer
- * (MSVC) the element loops and ordinary stores run.
+ * (MSVC) the element loops and ordinary stores run, and the plan forms no lanes rows.
  * pg_item.h's AVX2 intrinsics reach the 16-bit combines and pg_vs through AVX2 forms under
  * their former names (pg_combine8_avx2, pg_combine_bf16_inline, pg_combine_f16_inline,
  * pg_combine_h16_strided, pg_vs_push, pg_vs_end).
@@ -852,7 +852,8 @@ PG_LANES_ROW_F64(pg_lanes_row_avx2_f64_s, PG_TARGET_AVX2, PG_ISA_AVX2, 1)
 #endif
 
 /* the copy of the lanes rows that runs: 2 the AVX2 one (its target: AVX2 and F16C), 1 the
- * baseline one (SSE2, NEON), 0 none (no vector layer) */
+ * baseline one (SSE2, NEON), 0 none (no vector layer: the plan then forms E rows,
+ * _kernels.LANES_ROWS) */
 static inline int pg_lanes_isa(void)
 {
 #if PG_X86_DISPATCH

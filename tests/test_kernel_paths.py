@@ -266,8 +266,8 @@ def test_streamed_lane_rows_in_whole_lines_give_the_same_bits(dtype, request):
 
     _same_bits_after(request, "stream_everything", runs)
     # stride 2 forms these rows as lanes (stride 1 merges W and C, or sums E rows), where
-    # the AVX2 loops are built (a -DPG_NO_DISPATCH build plans its portable forms)
-    if pg._kernels.simd_in_use() == "avx2":
+    # the vector layer is built
+    if pg._kernels.LANES_ROWS:
         assert {(c, k) for c, k, s, used in lanes if used} >= {
             (c, k) for c in (40, 64, 72, 96) for k in (2, 3)}
 
@@ -1888,25 +1888,28 @@ def _lanes_runs(dtype, lanes=True):
     return outs
 
 
-@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.skipif(not _kernels.LANES_ROWS, reason="no lanes rows without the vector layer")
 @pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16), BFLOAT16],
                          ids=["f32", "f16", "bf16"])
-def test_lanes_rows_give_the_same_bits_as_e_rows(dtype, request, monkeypatch):
-    """The channels-last rows formed without E rows: the reference's values, and the bits
-    of the E rows and their combine (planned with the baseline loops, which keep the E
-    rows), with ordinary and with streaming stores.  C = 8 stays a lane axis here (it
-    would merge into W: _plan.FLAT_LANES_MAX, FLAT_STEP_LANES_MAX, FLAT_STEP2_LANES_MAX),
-    and values of more than _plan.LANES_ROW_TERMS terms go as lanes too."""
+def test_lanes_rows_give_the_same_bits_as_e_rows(dtype, request, monkeypatch, forms_off):
+    """The channels-last rows formed without E rows: the reference's values, the same bits
+    with the AVX2 and the baseline loops, with ordinary and with streaming stores, and the
+    bits of the E rows and their combine (planned with the lanes form off).  C = 8 stays a
+    lane axis here (it would merge into W: _plan.FLAT_LANES_MAX, FLAT_STEP_LANES_MAX,
+    FLAT_STEP2_LANES_MAX), and values of more than _plan.LANES_ROW_TERMS terms go as lanes
+    too."""
     monkeypatch.setattr(_plan, "FLAT_LANES_MAX", 8)
     monkeypatch.setattr(_plan, "FLAT_STEP_LANES_MAX", {2: 8, 4: 8, 8: 8})
     monkeypatch.setattr(_plan, "FLAT_STEP2_LANES_MAX", {2: 8, 4: 8, 8: 8})
     monkeypatch.setattr(_plan, "LANES_ROW_TERMS", 1 << 30)
     _plan.gather_geometry.cache_clear()
-    _same_bits_baseline_and_streamed(request, lambda: _lanes_runs(dtype),
-                                     lambda: _lanes_runs(dtype, lanes=False))
+    lanes = _same_bits_baseline_and_streamed(request, lambda: _lanes_runs(dtype))
+    forms_off({"lanes"})
+    for a, b in zip(lanes, _lanes_runs(dtype, lanes=False), strict=True):
+        assert np.array_equal(a, b)
 
 
-@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.skipif(not _kernels.LANES_ROWS, reason="no lanes rows without the vector layer")
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_channels_last_values_of_many_terms_go_through_e_rows(dtype, monkeypatch):
     """Channels-last calls whose values have more than LANES_ROW_TERMS terms (k3s1p1: 3
@@ -1986,7 +1989,7 @@ def test_channels_last_e_rows_of_many_taps_give_the_same_bits(dtype, request, mo
         assert np.array_equal(a, b)
 
 
-@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.skipif(not _kernels.LANES_ROWS, reason="no lanes rows without the vector layer")
 @pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16),
                                    np.dtype(np.float64)], ids=["f32", "f16", "f64"])
 def test_lanes_rows_stream_only_where_their_last_lanes_are_aligned(dtype, request):
@@ -2010,7 +2013,7 @@ def test_lanes_rows_stream_only_where_their_last_lanes_are_aligned(dtype, reques
     assert np.all(store[..., :skip] == 7) and np.all(store[..., skip + c:] == 7)
 
 
-@pytest.mark.skipif(_kernels.simd_in_use() != "avx2", reason="CPU without AVX2")
+@pytest.mark.skipif(not _kernels.LANES_ROWS, reason="no lanes rows without the vector layer")
 @pytest.mark.parametrize("dtype", [np.dtype(np.float32), np.dtype(np.float16),
                                    np.dtype(np.float64)], ids=["f32", "f16", "f64"])
 @pytest.mark.parametrize("case", ["rows", "planes"])
