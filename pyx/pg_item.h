@@ -1964,12 +1964,9 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
 #endif
 #endif
 
-/* float16 items in the baseline copy (else the caller's general code) */
-#ifndef PG_ITEM_BASE_F16
-#define PG_ITEM_BASE_F16 1
-#endif
-/* 1 where the item ran in C: the AVX2 item where the CPU has it, else the baseline one (for
- * float16 where PG_ITEM_BASE_F16); 0: the caller runs the general code */
+/* 1 where the item ran in C: the AVX2 item where the CPU has it, else the baseline one
+ * (float16 too: converted in lanes it costs less than the general code); 0 without the
+ * vector layer: the caller runs the general code */
 static inline int pg_item_h16_run(const pg_item_f32 *g, const uint16_t *gbase, uint16_t *xbase,
                                   ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
                                   float *grow, float *E, const float **rows, float *tmp,
@@ -1982,14 +1979,13 @@ static inline int pg_item_h16_run(const pg_item_f32 *g, const uint16_t *gbase, u
     }
 #endif
 #if PG_VEC
-    if (bf16 || PG_ITEM_BASE_F16) {
-        pg_item_h16_base(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp, bf16);
-        return 1;
-    }
-#endif
+    pg_item_h16_base(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp, bf16);
+    return 1;
+#else
     (void)g; (void)gbase; (void)xbase; (void)d0; (void)d1; (void)h0; (void)h1;
     (void)grow; (void)E; (void)rows; (void)tmp; (void)bf16;
     return 0;
+#endif
 }
 
 static inline void pg_item_f32_run(const pg_item_f32 *g, const float *gbase, float *xbase,
