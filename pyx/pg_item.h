@@ -1266,13 +1266,6 @@ PG_VEC_INLINE void pg_r_row_f32(float *r, const float *src, const float *ww, flo
     r[Wo + 1] = k * -0.0f;
 }
 
-/* the 16-bit spread table (g->spread) where the instruction set looks bytes up with a
- * shuffle, else NULL: the items then take the run and column loops, or E rows, instead */
-PG_VEC_INLINE const int64_t *pg_item_spread16(const pg_item_f32 *g, int isa)
-{
-    return isa == PG_ISA_AVX2 || PG_VEC_BASE_LOOKUP ? g->spread : NULL;
-}
-
 /* the rounded 16-bit row r spread to columns 0..W-1 of dst (W >= 16) through the table sp
  * (_plan.spread): each block of 16 columns (the last one overlapping the one before)
  * looked up bytewise in the 8 values at its base, or (wide) in the 16 there: a lookup in
@@ -1287,10 +1280,16 @@ PG_VEC_INLINE void pg_spread16_row(uint16_t *dst, uint16_t *dst2, const uint16_t
         memcpy(&c, sp + 1, 32);
         const uint16_t *const t = r + sp[0];
         pg_b32 v;
-        if (!wide)
-            v = pg_b32_lookup16(t, c, isa);
-        else
-            v = pg_b32_lookup16(t, c + 0x70, isa) | pg_b32_lookup16(t + 8, c - 16, isa);
+        if (isa == PG_ISA_AVX2 || PG_VEC_BASE_LOOKUP) {
+            if (!wide)
+                v = pg_b32_lookup16(t, c, isa);
+            else
+                v = pg_b32_lookup16(t, c + 0x70, isa) | pg_b32_lookup16(t + 8, c - 16, isa);
+        } else {   /* no byte shuffle (SSE2): value by value, each by its first byte index */
+            pg_h16 h;
+            for (int i = 0; i < 16; i++) h[i] = t[c[2 * i] >> 1];
+            v = (pg_b32)h;
+        }
         pg_store_pair(dst + j, dst2 ? dst2 + j : NULL, (pg_f8)v, nt);
         if (j + 16 == W) break;
     }
@@ -1487,7 +1486,7 @@ PG_VEC_INLINE ptrdiff_t pg_single_pick(const pg_item_f32 *g, char *dst, char *ds
 {
     const ptrdiff_t W = g->W;
     const int64_t *tap = g->wtap;
-    if (!two && j == 0 && (es == 2 ? pg_item_spread16(g, isa) : g->spread32) != NULL) {
+    if (!two && j == 0 && (es == 2 ? g->spread : g->spread32) != NULL) {
         const int spread2 = c >= 2;
         const int nt = g->pair_nt && c == 2 && ((uintptr_t)dst % 16u) == 0;
         /* the three forms with their arguments constant in the loops (a row and its flags
@@ -1604,7 +1603,7 @@ PG_VEC_INLINE void pg_item_single_body(const pg_item_f32 *g, const void *gbase_,
         pairs = g->hrun[ih] == 2 && g->hhi[ih] > g->hlo[ih];
     /* one covered row a plane, spread from its R row (small planes run as one row each,
      * _plan.FLAT_PLANE_W): the same calls as the run loop's, without its cases */
-    const int64_t *const sp = es == 2 ? pg_item_spread16(g, isa) : g->spread32;
+    const int64_t *const sp = es == 2 ? g->spread : g->spread32;
     const int flat1 = h1 - h0 == 1 && !direct && !first && sp != NULL
                       && !(g->dup2 && W >= 32 / es) && g->hhi[h0] > g->hlo[h0];
     for (ptrdiff_t idd = d0, lead = d0; idd < d1; idd++) {
@@ -1662,7 +1661,9 @@ ATTR static void NAME(const pg_item_f32 *g, const void *gbase, void *xbase, ptrd
 
 PG_SINGLE_ISA(pg_item_single_base, , PG_ISA_BASE)
 #if PG_X86_DISPATCH
-PG_SINGLE_ISA(pg_item_single_avx2, PG_TARGET_AVX2_F16C, PG_ISA_AVX2)
+/* at a 64-byte boundary: where its loops lie against the 32-byte fetch blocks otherwise
+ * depends on the code linked before it (docs/performance.md, pg_item.h) */
+PG_SINGLE_ISA(pg_item_single_avx2, PG_TARGET_AVX2_F16C __attribute__((aligned(64))), PG_ISA_AVX2)
 #endif
 #endif
 
@@ -1853,7 +1854,7 @@ PG_VEC_INLINE void pg_item_h16_body(const pg_item_f32 *g, const uint16_t *gbase,
         PG_ROWS(isa, pg_item_single, g, gbase, xbase, d0, d1, h0, h1, E, bf16 ? 1 : 2);
         return;
     }
-    if (pg_item_spread16(g, isa)) {   /* tmp: the rounded row (W floats' room, nwp + 8 used) */
+    if (g->spread) {   /* tmp: the rounded row (W floats' room, nwp + 8 values used) */
         uint16_t *const R = (uint16_t *)tmp;
         if (bf16) pg_item_narrow_body(g, gbase, xbase, d0, d1, h0, h1, E, rows, R, 1, isa);
         else pg_item_narrow_body(g, gbase, xbase, d0, d1, h0, h1, E, rows, R, 0, isa);
@@ -1963,12 +1964,9 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
 #endif
 #endif
 
-/* float16 items in the baseline copy (else the caller's general code) */
-#ifndef PG_ITEM_BASE_F16
-#define PG_ITEM_BASE_F16 1
-#endif
-/* 1 where the item ran in C: the AVX2 item where the CPU has it, else the baseline one (for
- * float16 where PG_ITEM_BASE_F16); 0: the caller runs the general code */
+/* 1 where the item ran in C: the AVX2 item where the CPU has it, else the baseline one
+ * (float16 too: converted in lanes it costs less than the general code); 0 without the
+ * vector layer: the caller runs the general code */
 static inline int pg_item_h16_run(const pg_item_f32 *g, const uint16_t *gbase, uint16_t *xbase,
                                   ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
                                   float *grow, float *E, const float **rows, float *tmp,
@@ -1981,14 +1979,13 @@ static inline int pg_item_h16_run(const pg_item_f32 *g, const uint16_t *gbase, u
     }
 #endif
 #if PG_VEC
-    if (bf16 || PG_ITEM_BASE_F16) {
-        pg_item_h16_base(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp, bf16);
-        return 1;
-    }
-#endif
+    pg_item_h16_base(g, gbase, xbase, d0, d1, h0, h1, grow, E, rows, tmp, bf16);
+    return 1;
+#else
     (void)g; (void)gbase; (void)xbase; (void)d0; (void)d1; (void)h0; (void)h1;
     (void)grow; (void)E; (void)rows; (void)tmp; (void)bf16;
     return 0;
+#endif
 }
 
 static inline void pg_item_f32_run(const pg_item_f32 *g, const float *gbase, float *xbase,

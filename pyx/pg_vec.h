@@ -1265,7 +1265,8 @@ typedef uint8_t pg_b32 __attribute__((vector_size(32)));   /* 32 bytes (byte loo
 #include <tmmintrin.h>
 #endif
 /* 1 where the baseline pg_b32_lookup16 is a byte shuffle (NEON's tbl, SSSE3's pshufb); 0
- * where it goes byte by byte (SSE2, x86-64's baseline), which the callers then avoid */
+ * where it goes byte by byte (SSE2, x86-64's baseline): callers may then do better by
+ * other means (pg_item.h's 16-bit spread takes whole values one by one) */
 #if defined(__aarch64__) || defined(__SSSE3__)
 #define PG_VEC_BASE_LOOKUP 1
 #else
