@@ -431,10 +431,7 @@ PG_VEC_INLINE void pg_lanes_put16(char *p0, ptrdiff_t nd, ptrdiff_t rs, ptrdiff_
             pg_h8_stream(p + 16, q[1]);
         })
     } else {
-        PG_STORE_GRID(p0, nd, rs, nc, cs, {
-            pg_h8_store(p, q[0]);
-            pg_h8_store(p + 16, q[1]);
-        })
+        PG_STORE_GRID(p0, nd, rs, nc, cs, { pg_h8x2_store(p, q[0], q[1]); })
     }
 }
 

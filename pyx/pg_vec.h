@@ -1605,6 +1605,15 @@ PG_VEC_INLINE void pg_d4_stream16x2(void *p, pg_d4 v, int isa)
     pg_f4_stream(p, (pg_f4)(pg_d2){v[0], v[1]});
     pg_f4_stream((char *)p + 16, (pg_f4)(pg_d2){v[2], v[3]});
 }
+/* sixteen 16-bit values stored from p on (unaligned) as two stores of 16 bytes, a then b:
+ * vector-typed stores, as gcc's SLP pass joins two pg_h8_store (128-bit integer stores)
+ * into one of 32 bytes, which crosses a cache line every other time at a 16-byte boundary */
+PG_VEC_INLINE void pg_h8x2_store(void *p, pg_h8 a, pg_h8 b)
+{
+    typedef uint16_t pg_h8u __attribute__((vector_size(16), aligned(1), may_alias));
+    ((pg_h8u *)p)[0] = a;
+    ((pg_h8u *)p)[1] = b;
+}
 /* --- end of the layer for pg_stream.h's lanes rows, 16-bit combines and writer --- */
 
 #else
