@@ -8,6 +8,7 @@ Environment switches (for developers):
   POOL_GRAD_BOUNDSCHECK=1   compile the kernels with Cython bounds checking on
   POOL_GRAD_SANITIZE=address  add -fsanitize=address (gcc/clang); see README
 """
+import glob
 import os
 import platform
 import subprocess
@@ -89,7 +90,27 @@ class BuildExt(build_ext):
             ext.extra_link_args = lflags + list(ext.extra_link_args or [])
         compiler = " ".join(getattr(self.compiler, "compiler_so", None) or [ctype])
         self._write_build_info(compiler, cflags, lflags, openmp)
+        self._compile_units_in_parallel()
         super().build_extensions()
+
+    def _compile_units_in_parallel(self):
+        """The extension's C units (pyx/pg_item.c, pyx/pg_lanes.c, Cython's _kernels.c)
+        compiled at once, one compiler process each, at most `build_ext -j N` or the CPU
+        count of them: setuptools compiles one extension's sources one after another."""
+        if self.compiler.compiler_type == "msvc":   # (sets itself up on its first compile)
+            return
+        jobs = self.parallel if type(self.parallel) is int else os.cpu_count() or 1
+        serial = self.compiler.compile
+
+        def compile(sources, *args, **kwargs):
+            if jobs < 2 or len(sources) < 2:
+                return serial(sources, *args, **kwargs)
+            from concurrent.futures import ThreadPoolExecutor
+            with ThreadPoolExecutor(min(jobs, len(sources))) as pool:
+                parts = list(pool.map(lambda src: serial([src], *args, **kwargs), sources))
+            return [obj for part in parts for obj in part]
+
+        self.compiler.compile = compile
 
     # setuptools' build_ext.run() clears self.inplace while it builds and afterwards copies
     # only the extension modules back into the source tree (copy_extensions_to_source);
@@ -192,7 +213,8 @@ def extensions():
               ("NPY_TARGET_VERSION", "NPY_1_23_API_VERSION")]
     if _flag("POOL_GRAD_NO_DISPATCH"):
         macros.append(("PG_NO_DISPATCH", "1"))
-    ext = Extension("pool_grad._kernels", ["pyx/_kernels.pyx"],
+    units = ["pyx/pg_item.c", "pyx/pg_lanes.c", "pyx/_kernels.pyx"]
+    ext = Extension("pool_grad._kernels", units, depends=sorted(glob.glob("pyx/pg_*.h")),
                     include_dirs=["pyx", numpy.get_include()], define_macros=macros)
     return cythonize([ext], compiler_directives=directives, quiet=True)
 

@@ -8,10 +8,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-for h in pg_half pg_cpu pg_stream pg_expand pg_item pg_tpose pg_plane pg_index pg_scatter \
-         pg_omp; do
-    echo "#include \"$h.h\""
-done > "$tmp/all.c"
+# (with the bodies that pg_item.c and pg_lanes.c compile on their own)
+{
+    echo "#define PG_ITEM_BODIES 1"
+    echo "#define PG_LANES_BODIES 1"
+    for h in pg_half pg_cpu pg_stream pg_expand pg_item pg_tpose pg_plane pg_index pg_scatter \
+             pg_omp; do
+        echo "#include \"$h.h\""
+    done
+} > "$tmp/all.c"
 mkdir "$tmp/stub"
 printf '#include <stddef.h>\nvoid *memcpy(void *, const void *, size_t);
 void *memmove(void *, const void *, size_t);\nvoid *memset(void *, int, size_t);

@@ -13,6 +13,21 @@
 
 #include <stddef.h>
 
+/* The extension is three translation units (setup.py: _kernels.c, pg_item.c, pg_lanes.c,
+ * compiled in parallel).  PG_UNIT marks what one defines for the others: not exported from
+ * the module.  pg_simd_allowed is defined in _kernels.c alone (the units define
+ * PG_KERNEL_UNIT), so that pg_set_simd() reaches every unit's dispatch. */
+#if defined(__GNUC__) || defined(__clang__)
+#define PG_UNIT __attribute__((visibility("hidden")))
+#else
+#define PG_UNIT
+#endif
+#ifdef PG_KERNEL_UNIT
+extern int pg_simd_allowed;
+#else
+PG_UNIT int pg_simd_allowed = 1;   /* set by pg_set_simd() only, before any kernel runs */
+#endif
+
 #if (defined(__GNUC__) || defined(__clang__)) && (defined(__x86_64__) || defined(__i386__)) \
     && !defined(PG_NO_DISPATCH)
 #include <immintrin.h>
@@ -21,8 +36,6 @@
 #define PG_TARGET_AVX2 __attribute__((target("avx2")))
 /* every AVX2 CPU also has F16C; the loops that convert float16 in registers still check */
 #define PG_TARGET_AVX2_F16C __attribute__((target("avx2,f16c")))
-
-static int pg_simd_allowed = 1;     /* set by pg_set_simd() only, before any kernel runs */
 
 /* The CPU's AVX (1), F16C (2) and AVX2 (4) support, with the OS saving the YMM registers,
  * read with CPUID and XGETBV (clang before 18 refuses __builtin_cpu_supports("f16c")) */
@@ -55,7 +68,6 @@ static inline int pg_have_avx2(void) { return pg_simd_allowed && pg_cpu_avx2(); 
 #define PG_X86_DISPATCH 0
 #define PG_TARGET_AVX2
 #define PG_TARGET_AVX2_F16C
-static int pg_simd_allowed = 1;
 static inline int pg_have_avx2(void) { return 0; }
 #endif
 

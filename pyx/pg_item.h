@@ -77,6 +77,28 @@ typedef struct {
     int tspread_wide;
 } pg_item_f32;
 
+/* A float64 item's tables for the fused rows (pg_fused_avx2_f64, below) */
+typedef struct {
+    ptrdiff_t P, W, Wo, gs2, gs3, xs2, xs3, qx1, q1, epad;
+    const int64_t *dlo, *dhi, *hlo, *hhi, *pc, *pm;
+    const double *wd, *wh, *ww;   /* ww NULL: no W weights */
+    int strips;                   /* stride 1 in strips (pg_fused1_strips_f64) */
+    int nt;                       /* streamed (else ordinary stores: in the cache) */
+} pg_fused64;
+
+/* The items' entry points.  Their bodies are pyx/pg_item.c's, a translation unit of its own
+ * (PG_ITEM_BODIES), so that the build compiles them beside the rest. */
+PG_UNIT int pg_fused_f64_run(const pg_fused64 *f, const double *gbase, double *xbase,
+                             ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1, double *G);
+PG_UNIT int pg_item_h16_run(const pg_item_f32 *g, const uint16_t *gbase, uint16_t *xbase,
+                            ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1, float *grow,
+                            float *E, const float **rows, float *tmp, int bf16);
+PG_UNIT void pg_item_f32_run(const pg_item_f32 *g, const float *gbase, float *xbase,
+                             ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1, float *grow,
+                             float *E, const float **rows, float *tmp);
+
+#ifdef PG_ITEM_BODIES
+
 /* the rows from ih on, before h1, with the same covering H windows as row ih */
 static inline ptrdiff_t pg_item_hrun(const pg_item_f32 *g, ptrdiff_t ih, ptrdiff_t h1)
 {
@@ -703,13 +725,6 @@ PG_VEC_INLINE void pg_item_sum_rows(float *PG_RESTRICT dst, const float *PG_REST
  * with their slots).  Stride 1 gains too, as the row loop it replaces forms and combines
  * its rows at a time.
  */
-typedef struct {
-    ptrdiff_t P, W, Wo, gs2, gs3, xs2, xs3, qx1, q1, epad;
-    const int64_t *dlo, *dhi, *hlo, *hhi, *pc, *pm;
-    const double *wd, *wh, *ww;   /* ww NULL: no W weights */
-    int strips;                   /* stride 1 in strips (pg_fused1_strips_f64) */
-    int nt;                       /* streamed (else ordinary stores: in the cache) */
-} pg_fused64;
 
 #if PG_X86_DISPATCH
 /* The E values of a block, k * (each phase's terms left to right), as layer bodies: the
@@ -1032,9 +1047,8 @@ static void pg_fused_avx2_f64(const pg_fused64 *f, const double *gbase, double *
 
 /* rows d0..d1, h0..h1 of an item through pg_fused_avx2_f64, the grow block at G; 0 where
  * the CPU has no AVX2 (the row loop then) */
-static inline int pg_fused_f64_run(const pg_fused64 *f, const double *gbase, double *xbase,
-                                   ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                                   double *G)
+int pg_fused_f64_run(const pg_fused64 *f, const double *gbase, double *xbase, ptrdiff_t d0,
+                     ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1, double *G)
 {
 #if PG_X86_DISPATCH
     if (pg_have_avx2()) {
@@ -1967,10 +1981,9 @@ static void pg_item_h16_avx2(const pg_item_f32 *g, const uint16_t *gbase, uint16
 /* 1 where the item ran in C: the AVX2 item where the CPU has it, else the baseline one
  * (float16 too: converted in lanes it costs less than the general code); 0 without the
  * vector layer: the caller runs the general code */
-static inline int pg_item_h16_run(const pg_item_f32 *g, const uint16_t *gbase, uint16_t *xbase,
-                                  ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                                  float *grow, float *E, const float **rows, float *tmp,
-                                  int bf16)
+int pg_item_h16_run(const pg_item_f32 *g, const uint16_t *gbase, uint16_t *xbase,
+                    ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1, float *grow,
+                    float *E, const float **rows, float *tmp, int bf16)
 {
 #if PG_X86_DISPATCH
     if (pg_have_h16(bf16)) {
@@ -1988,9 +2001,9 @@ static inline int pg_item_h16_run(const pg_item_f32 *g, const uint16_t *gbase, u
 #endif
 }
 
-static inline void pg_item_f32_run(const pg_item_f32 *g, const float *gbase, float *xbase,
-                                   ptrdiff_t d0, ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1,
-                                   float *grow, float *E, const float **rows, float *tmp)
+void pg_item_f32_run(const pg_item_f32 *g, const float *gbase, float *xbase, ptrdiff_t d0,
+                     ptrdiff_t d1, ptrdiff_t h0, ptrdiff_t h1, float *grow, float *E,
+                     const float **rows, float *tmp)
 {
 #if PG_X86_DISPATCH
     if (g->single && pg_have_h16(0)) {
@@ -2012,5 +2025,7 @@ static inline void pg_item_f32_run(const pg_item_f32 *g, const float *gbase, flo
     (g->region ? pg_item_base_sw_f32 : pg_item_base_f32)(g, gbase, xbase, d0, d1, h0, h1,
                                                          grow, E, rows, tmp);
 }
+
+#endif   /* PG_ITEM_BODIES */
 
 #endif

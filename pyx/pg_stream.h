@@ -346,6 +346,20 @@ PG_COMBINE_STREAM_ISA(avx2, PG_TARGET_AVX2, PG_ISA_AVX2)
 #endif
 #endif
 
+/* Channels-last rows formed straight from the grad_output rows (pg_lanes_row, and
+ * pg_lanes_row_f64 for float64): their bodies are pyx/pg_lanes.c's, a translation unit of
+ * their own (PG_LANES_BODIES), so that the build compiles them beside the rest. */
+PG_UNIT void pg_lanes_row(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
+                          const void *const *g, ptrdiff_t gs, const float *k, const float *ww,
+                          ptrdiff_t nr, const int64_t *tap, ptrdiff_t m, ptrdiff_t W,
+                          ptrdiff_t L, ptrdiff_t Wo, int kind, int stream,
+                          const int64_t *crun);
+PG_UNIT void pg_lanes_row_f64(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
+                              const void *const *g, ptrdiff_t gs, const double *k,
+                              const double *ww, ptrdiff_t nr, const int64_t *tap,
+                              ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo, int stream);
+
+#ifdef PG_LANES_BODIES
 #if PG_VEC
 /* 16 lanes of a column (at p) as float32, in two vectors: bfloat16's in the layer's pair
  * order (pg_f8x2_load_bf16_pair), which pg_lanes_pack16 undoes, as every operation on them
@@ -862,11 +876,10 @@ static inline int pg_lanes_isa(void)
 /* The row is stored at dst and at the nd - 1 rows rs elements apart after it: equal rows
  * (the same covering windows), each column formed once and its stores to the rows
  * interleaved with the forming of the next */
-static inline void pg_lanes_row(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
-                                const void *const *g, ptrdiff_t gs, const float *k,
-                                const float *ww, ptrdiff_t nr, const int64_t *tap, ptrdiff_t m,
-                                ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo, int kind, int stream,
-                                const int64_t *crun)
+void pg_lanes_row(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs, const void *const *g,
+                  ptrdiff_t gs, const float *k, const float *ww, ptrdiff_t nr,
+                  const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,
+                  int kind, int stream, const int64_t *crun)
 {
 #if PG_VEC
     /* streaming stores of 16 bytes: dst, the column and row strides and the lanes' bytes
@@ -905,11 +918,10 @@ static inline void pg_lanes_row(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t
 
 /* float64 rows (pg_lanes_row_f64_body): streamed where dst, the column and row strides and
  * the lanes (where the last four start) are 16-byte aligned */
-static inline void pg_lanes_row_f64(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
-                                    const void *const *g, ptrdiff_t gs, const double *k,
-                                    const double *ww, ptrdiff_t nr, const int64_t *tap,
-                                    ptrdiff_t m, ptrdiff_t W, ptrdiff_t L, ptrdiff_t Wo,
-                                    int stream)
+void pg_lanes_row_f64(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdiff_t rs,
+                      const void *const *g, ptrdiff_t gs, const double *k, const double *ww,
+                      ptrdiff_t nr, const int64_t *tap, ptrdiff_t m, ptrdiff_t W, ptrdiff_t L,
+                      ptrdiff_t Wo, int stream)
 {
 #if PG_VEC
     if (PG_HAVE_STREAM && stream && ((uintptr_t)dst % 16u) == 0 && ds % 2 == 0
@@ -922,6 +934,7 @@ static inline void pg_lanes_row_f64(void *dst, ptrdiff_t ds, ptrdiff_t nd, ptrdi
     (void)tap; (void)m; (void)W; (void)L; (void)Wo; (void)stream;
 #endif
 }
+#endif   /* PG_LANES_BODIES */
 
 /* a grad_input row of W columns (nbytes each, dstep bytes apart) copied from an identical
  * row already formed at src (columns sstep bytes apart), so the same bits: column by

@@ -248,8 +248,26 @@ def test_kernel_headers_compile_with_and_without_the_avx2_builds(dispatch, tmp_p
     src = tmp_path / "one.c"
     for header in sorted(_PYX_DIR.glob("pg_*.h")):
         src.write_text(f'#include "{header.name}"\nint main(void) {{ return 0; }}\n')
-        cmd = [cc, "-fsyntax-only", "-I", str(_PYX_DIR), str(src)]
+        # with the bodies that pyx/pg_item.c and pyx/pg_lanes.c compile
+        cmd = [cc, "-fsyntax-only", "-DPG_ITEM_BODIES", "-DPG_LANES_BODIES", "-I",
+               str(_PYX_DIR), str(src)]
         if not dispatch:
             cmd.insert(1, "-DPG_NO_DISPATCH")
         done = subprocess.run(cmd, capture_output=True, text=True)
         assert done.returncode == 0, f"{header.name}:\n{done.stderr}"
+
+
+_ROOT = _PYX_DIR.parent
+
+
+@pytest.mark.skipif(not (_ROOT / "tests" / "requirements.txt").exists(),
+                    reason="needs the source checkout")
+def test_test_requirements_are_the_test_extra():
+    """README's test command installs tests/requirements.txt (the package is installed
+    already); it must list what `pip install ".[test]"` installs."""
+    tomllib = pytest.importorskip("tomllib")
+    extra = tomllib.loads((_ROOT / "pyproject.toml").read_text())[
+        "project"]["optional-dependencies"]["test"]
+    lines = (_ROOT / "tests" / "requirements.txt").read_text().splitlines()
+    listed = [line for line in lines if line.strip() and not line.startswith("#")]
+    assert listed == extra
