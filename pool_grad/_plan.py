@@ -804,6 +804,9 @@ def lane_blocks(arr6, lb):
 # runs as plane lanes where a block of planes holds at most this many elements: the lanes
 # read grad_output where it lies, faster than plane rows that read it strided
 MIXED_LANES_ELEMS = 1 << 20
+# ... and, along a real D axis (tstore_d), where grad_input holds at most this many times
+# grad_output's values: the lanes lost to plane rows on larger reductions (forms.md)
+MIXED_LANES_D_RATIO = 32
 # small planes along a real D axis (3-D NCDHW) run as plane lanes too
 # plane lanes of PLANE_REGS_W (by element size) to 16 columns (grad_output rows up to 14),
 # at most PLANE_REGS_TAPS windows a column, go one plane at a time, each row in two
@@ -910,7 +913,11 @@ def gather_views6(go, gi, n_spatial, fill=False, disjoint=False, flat=False, ste
     if (w < width and h * w * lb <= TSTORE_ELEMS and not fill and not flat_rows
             and on("tstore")):
         return lane_blocks(lanes(go6), lb), lane_blocks(lanes(gi6), lb), True, False
-    if mixed_lanes(go6, gi6) and not fill and h * w * lb <= MIXED_LANES_ELEMS:
+    def volume(a):
+        return a.shape[2] * a.shape[3] * a.shape[4]
+
+    if (mixed_lanes(go6, gi6) and not fill and h * w * lb <= MIXED_LANES_ELEMS
+            and (d == 1 or volume(gi6) <= MIXED_LANES_D_RATIO * volume(go6))):
         # channels-last grad_output into NCHW rows (a one-shot call's result): the lanes
         # read grad_output where it lies, and the rows go out to the planes transposed
         return lane_blocks(lanes(go6), lb), lane_blocks(lanes(gi6), lb), True, False

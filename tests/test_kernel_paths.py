@@ -1616,6 +1616,16 @@ def test_channels_last_into_nchw_as_plane_lanes_gives_the_rows_bits(dtype, monke
     _same_bits_as_plane_rows(forms_off, monkeypatch, runs)
 
 
+def test_channels_last_into_ncdhw_as_plane_lanes_only_for_small_reductions():
+    """Along a real D axis, plane lanes are planned only while grad_input holds at most
+    _plan.MIXED_LANES_D_RATIO times grad_output's values (plane rows ran the larger
+    reductions faster: docs/forms.md, tstore_d)."""
+    gi = np.empty((4, 32, 16, 64, 64), np.float32)
+    for out, lanes in [((16, 32, 32), True), ((8, 16, 16), True), ((4, 8, 8), False)]:
+        go = as_layout(np.zeros((4, 32) + out, np.float32), "channels_last")
+        assert _plan.gather_views6(go, gi, 3)[2] == lanes, out
+
+
 @pytest.mark.parametrize("idx_dtype", [np.int32, np.int64])
 @pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
 def test_max_pool_channels_last_into_nchw_as_lanes_gives_the_rows_bits(dtype, idx_dtype,
