@@ -2887,6 +2887,200 @@ def test_max_pool_gather_form_plan_and_workspace():
             assert np.all(dst == 5.0)
 
 
+# the scatter from index codes (pg_scatter.h: pg_wcode_plane over pg_kwin windows, then
+# pg_cscatter_row; _kernels.pyx's _cscatter_row for float64): max pools whose windows
+# overlap, reach into the padding or run along D, NCHW
+CODES_CASES = [  # (x shape, kernel, stride, padding, ceil_mode)
+    ((2, 3, 17, 33), 3, 2, 1, False),                   # Wo 17: vectors and a scalar tail
+    ((2, 4, 32, 32), 3, 2, 1, False),                   # Wo 16
+    ((1, 3, 9, 40), (3, 5), (1, 2), (1, 2), False),
+    ((2, 2, 12, 12), 3, 2, 0, True),                    # windows past the end
+    ((1, 2, 5, 3), 4, 1, 2, False),                     # windows wider than the plane
+    ((2, 3, 12, 12), 2, 2, 0, False),                   # tiling, Wo 6: no gather form
+    ((1, 3, 6, 9, 17), 3, 2, 1, False),                 # 3-D
+    ((2, 2, 5, 8, 8), (2, 3, 3), (1, 2, 2), (1, 1, 1), False),
+]
+
+
+def _codes_call(x_shape, k, s, p, ceil, rng, mode=None, dtype=np.float32, special=True):
+    """(grad_output, indices) of a max pooling of random values (ties: planes of few
+    distinct values); mode 'stray': one index per plane at an in-plane position outside
+    its window (aclnn allows it: that plane takes the int64 scatter)."""
+    fwd = pg.max_pool2d if len(x_shape) == 4 else pg.max_pool3d
+    x = rng.integers(0, 5, x_shape).astype(np.float32)
+    _, idx = fwd(x, k, s, p, 1, ceil, return_indices=True)
+    idx = np.ascontiguousarray(idx)
+    if mode == "stray":
+        flat = idx.reshape(idx.shape[0] * idx.shape[1], -1)
+        vol = int(np.prod(x_shape[2:]))
+        flat[::2, -1] = (flat[::2, -1] + vol // 2) % vol
+    go = (_special if special else make_array)(idx.shape, dtype, rng)
+    return go, idx
+
+
+def _codes_backward(x_shape, go, idx, k, s, p, ceil, out, nt):
+    if len(x_shape) == 4:
+        return pg.max_pool2d_with_indices_backward(go, x_shape, idx, k, s, p, 1,
+                                                   ceil_mode=ceil, out=out, n_threads=nt)
+    return pg.max_pool3d_with_argmax_backward(go, x_shape, idx, k, s, p, 1, ceil_mode=ceil,
+                                              out=out, n_threads=nt)
+
+
+@pytest.fixture
+def no_codes(forms_off, monkeypatch):
+    """The max-pool scatter from the int64 indices everywhere."""
+    forms_off({"codes"})
+    monkeypatch.setattr(functions, "_cache", {})
+
+
+@pytest.mark.parametrize("mode", [None, "stream_regions", "small_blocks"])
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_max_pool_codes_give_the_index_scatters_bits(dtype, mode, request):
+    """The scatter from the index codes against the scatter from the indices: overlapping
+    windows (repeated positions added in output order), padding, windows past the end and
+    wider than the plane, 3-D volumes, special values, int32 and int64 indices, planes
+    with a stray in-plane index, index rows apart in memory, grad_input at an offset from
+    a cache line, with rows apart, reversed or channels-last, blocks of a few rows, 1 to 4
+    threads."""
+    if mode:
+        request.getfixturevalue(mode)
+    rng = np.random.default_rng(57)
+    cases = []
+    for x_shape, k, s, p, ceil in CODES_CASES:
+        for kind in (None, "stray"):
+            go, idx = _codes_call(x_shape, k, s, p, ceil, rng, kind, dtype)
+            for idx_dtype in (np.int64, np.int32):
+                j = idx.astype(idx_dtype)
+                for layout in ("c0", "c8", "gap", "flip", "channels_last"):
+                    cases.append((x_shape, k, s, p, ceil, go, j, layout))
+                cases.append((x_shape, k, s, p, ceil, go, _padded_rows(j), "c0"))
+
+    def runs():
+        outs = []
+        for x_shape, k, s, p, ceil, go, idx, layout in cases:
+            n = int(np.prod(x_shape))
+            if layout in ("c0", "c8"):
+                off = 0 if layout == "c0" else 4
+                out = np.full(n + off, 7, dtype)[off:].reshape(x_shape)
+            elif layout == "gap":
+                out = np.full(x_shape[:-1] + (x_shape[-1] + 5,), 7, dtype)[..., 2:-3]
+            elif layout == "flip":
+                out = np.full(x_shape, 7, dtype)[:, :, ::-1]
+            else:
+                out = empty_out(x_shape, dtype, "channels_last")
+            for nt in (1, 2, 3, 4):
+                out[...] = 7
+                _codes_backward(x_shape, go, idx, k, s, p, ceil, out, nt)
+                outs.append(_bits(out))
+        return outs
+
+    _same_bits_after(request, "no_codes", runs)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_max_pool_codes_match_the_reference(dtype):
+    """The scatter from codes against the float64 reference sums (every index adds its
+    value at its position)."""
+    rng = np.random.default_rng(3)
+    for x_shape, k, s, p, ceil in CODES_CASES:
+        go, idx = _codes_call(x_shape, k, s, p, ceil, rng, None, dtype, special=False)
+        got = _codes_backward(x_shape, go, idx, k, s, p, ceil, None, 2)
+        want = np.zeros((x_shape[0] * x_shape[1], int(np.prod(x_shape[2:]))))
+        g = go.astype(np.float64).reshape(want.shape[0], -1)
+        j = idx.reshape(want.shape[0], -1)
+        for r in range(want.shape[0]):
+            np.add.at(want[r], j[r], g[r])
+        rtol, atol = tolerance(dtype)
+        np.testing.assert_allclose(got.astype(np.float64).reshape(want.shape), want,
+                                   rtol=rtol, atol=atol)
+
+
+@pytest.mark.skipif(not _kernels.scatter_fast(0), reason="without the vector layer")
+def test_max_pool_codes_plan_workspace_and_bad_indices():
+    """The codes are planned for kernel windows that the gather form does not take (NCHW),
+    and the check's pass writes each index's code (a * kh + r) * kw + c in its window at
+    the workspace's 64-byte aligned start, then a byte per plane saying that all lie in
+    their windows and in the plane; an index outside the plane, wherever its low 32 bits
+    would code, is 161002 with grad_input untouched."""
+    rng = np.random.default_rng(8)
+    x_shape, k, s, p = (2, 3, 16, 20), 3, 2, 1
+    go, idx = _codes_call(x_shape, k, s, p, False, rng)
+    gi = np.empty(x_shape, np.float32)
+    op = pg.MaxPool2dWithIndicesBackward(go, x_shape, idx, k, s, p, 1, False, gi)
+    assert op.plan.item == "scatter, codes"
+    assert op._kernel.shared_bytes >= idx.size + 6
+    ho, wo = idx.shape[2:]
+    oh, ow = np.arange(ho)[:, None], np.arange(wo)
+    want = 3 * (idx // 20 - (2 * oh - 1)) + idx % 20 - (2 * ow - 1)
+    stray = idx.copy()
+    stray[1, 0, 4, 3] = 0
+    for j, planes in ((idx, np.ones(6)), (_padded_rows(idx), np.ones(6)),
+                      (idx.astype(np.int32), np.ones(6)), (stray, np.arange(6) != 3)):
+        ws = np.zeros(op.workspace_size, np.uint8)
+        pg.MaxPool2dWithIndicesBackward(go, x_shape, j, k, s, p, 1, False, gi).execute(ws)
+        np.testing.assert_array_equal(
+            gi, pg.max_pool2d_with_indices_backward(go, x_shape, np.array(j), k, s, p, 1))
+        at = (-ws.ctypes.data) % 64
+        codes, ok = ws[at:at + idx.size], ws[at + idx.size:at + idx.size + 6]
+        np.testing.assert_array_equal(ok, planes)
+        np.testing.assert_array_equal(codes.reshape(6, -1)[planes.astype(bool)],
+                                      want.reshape(6, -1)[planes.astype(bool)])
+    # not planned: channels-last, dilation, the gather form's windows, adaptive windows
+    lanes = _as(idx, "channels_last")
+    for op in (pg.MaxPool2dWithIndicesBackward(_as(go, "channels_last"), x_shape, lanes, k, s,
+                                               p, 1, False, empty_out(x_shape, np.float32,
+                                                                      "channels_last")),
+               pg.MaxPool2dWithIndicesBackward(np.zeros((2, 3, 7, 9), np.float32), x_shape,
+                                               np.zeros((2, 3, 7, 9), np.int64), k, s, p, 2,
+                                               False, gi),
+               pg.MaxPool2dWithIndicesBackward(np.zeros((2, 3, 8, 8), np.float32),
+                                               (2, 3, 16, 16), np.zeros((2, 3, 8, 8),
+                                                                        np.int64),
+                                               2, 2, 0, 1, False,
+                                               np.empty((2, 3, 16, 16), np.float32)),
+               pg.AdaptiveMaxPool2dBackward(go, x_shape, idx, gi)):
+        assert op.plan.item != "scatter, codes"
+    # a bad index: outside [0, H*W), or whose low 32 bits, or whose value in 32-bit
+    # arithmetic, lies in its window's padding or inside the plane
+    for where in ((0, 0, 0, 0), (1, 2, ho - 1, wo - 1), (1, 1, 3, 4)):
+        own = int(idx[where])
+        for bad_value in (-1, -21, -20, 320, 340, own + 2**32, own - 2**32, 2**32 - 1,
+                          2**32 - 21, own + 2**31, own + 2**63 - 2**32):
+            for j_dtype in (np.int64, np.int32):
+                if j_dtype is np.int32 and not -2**31 <= bad_value < 2**31:
+                    continue
+                for padded in (False, True):
+                    bad = idx.astype(j_dtype)
+                    bad[where] = bad_value
+                    if padded:
+                        bad = _padded_rows(bad)
+                    dst = np.full(x_shape, 5.0, np.float32)
+                    with pytest.raises(pg.ParamInvalidError) as e:
+                        pg.MaxPool2dWithIndicesBackward(go, x_shape, bad, k, s, p, 1, False,
+                                                        dst).execute()
+                    assert e.value.code == 161002
+                    assert np.all(dst == 5.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=DTYPE_IDS)
+def test_max_pool3d_codes_bad_index_leaves_grad_input(dtype):
+    """3-D volumes: an index past the volume, or before it, is 161002 with grad_input
+    untouched, whatever the thread count."""
+    rng = np.random.default_rng(9)
+    x_shape = (1, 3, 6, 9, 17)
+    go, idx = _codes_call(x_shape, 3, 2, 1, False, rng, None, dtype)
+    for bad_value in (-1, 6 * 9 * 17, -9 * 17 - 18):
+        for nt in (1, 2, 3, 4):
+            bad = idx.copy()
+            bad[0, 1, 1, 2, 3] = bad_value
+            dst = np.full(x_shape, 5, dtype)
+            with pytest.raises(pg.ParamInvalidError) as e:
+                pg.max_pool3d_with_argmax_backward(go, x_shape, bad, 3, 2, 1, out=dst,
+                                                   n_threads=nt)
+            assert e.value.code == 161002
+            assert np.all(dst == 5)
+
+
 # the channels-last gather form: windows of at most 64 positions tiling the plane.  Lanes
 # (pg_scatter.h: pg_lcode_row, pg_lwrite_row): C >= 8 (the last 8 lanes overlapping the
 # ones before where C is not a multiple of 8), windows of at most 4 positions or C lanes of
