@@ -239,26 +239,23 @@ PG_VEC_INLINE void pg_scatter_lanes_body(float *PG_RESTRICT buf, const void *g, 
 
 /* buf[cur + i * sw + off[code[i]]] += g[i], i = 0, 1, ... in order, for the positions
  * (block-relative: cur is the row's first window's start minus the block's) inside
- * [0, span); the others added to slots past the block (dummy, never stored), as
- * pg_scatter_body does, so that no branch depends on the data */
+ * [0, span): the positions of 64 outputs at a time formed from their codes, then added as
+ * pg_scatter_body adds int64 indices (the same loop as from the indices, which here come
+ * from the cache) */
+#define PG_CS_RUN 64
 PG_VEC_INLINE void pg_cscatter_body(float *PG_RESTRICT buf, const void *g, int kind,
                                     const uint8_t *code, ptrdiff_t n, int64_t cur,
                                     ptrdiff_t sw, const int32_t *off, uint64_t span,
                                     ptrdiff_t dummy, int isa)
 {
-    ptrdiff_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        float vv[4];
-        const pg_f4 v = pg_load4(g, i, kind, isa);
-        memcpy(vv, &v, 16);
-        for (int k = 0; k < 4; k++) {
-            const uint64_t at = (uint64_t)(cur + (i + k) * sw + off[code[i + k]]);
-            pg_acc_isa(buf + (at < span ? (ptrdiff_t)at : dummy + k), vv[k], isa);
-        }
-    }
-    for (; i < n; i++) {
-        const uint64_t at = (uint64_t)(cur + i * sw + off[code[i]]);
-        if (at < span) pg_acc_isa(buf + at, pg_load1(g, i, kind, isa), isa);
+    const ptrdiff_t es = kind ? 2 : 4;
+    int64_t pos[PG_CS_RUN];
+    for (ptrdiff_t o = 0; o < n; o += PG_CS_RUN) {
+        const ptrdiff_t m = n - o < PG_CS_RUN ? n - o : PG_CS_RUN;
+        for (ptrdiff_t i = 0; i < m; i++)
+            pos[i] = cur + (o + i) * sw + off[code[o + i]];
+        pg_scatter_body(buf, (const char *)g + o * es, kind, pos, 1, m, 0, span, 1, 1, dummy,
+                        isa);
     }
 }
 
