@@ -35,7 +35,7 @@ from ._validate import BFLOAT16
 FORMS = ("tstore", "tstore_d", "mixed_lanes", "folded", "flat_lanes", "flat_planes",
          "plane", "sliding", "stream", "tune",
          "lanes", "lanes_copy", "crun", "fused64", "single", "pairs", "strips", "narrow",
-         "window", "lwindow", "lmixed", "codes")
+         "window", "lwindow", "lmixed")
 _off = frozenset()
 
 
@@ -1383,9 +1383,7 @@ class ScatterChoice:
     stream, region: the store form's flags; window: NCHW planes whose windows, two wide,
     tile them are written as a gather where their indices allow (_window_item); lwindow: its
     channels-last form (_lwindow_run), with lmixed (grad_output and indices in NCHW planes)
-    and flat (the flat rows' table of window_spread, or None: vectors of lanes); codes: the
-    scatter reads the index check's codes, not the indices, where a plane's indices allow
-    (window_codes: the windows and their offsets by code), or None.
+    and flat (the flat rows' table of window_spread, or None: vectors of lanes).
     """
     item: str
     stream: bool
@@ -1394,7 +1392,6 @@ class ScatterChoice:
     lwindow: bool
     lmixed: bool
     flat: object
-    codes: object = None
 
 
 # the channels-last gather form's flat rows are planned only with AVX2: the 128-bit copies
@@ -1403,29 +1400,10 @@ class ScatterChoice:
 FLAT_ROWS_BASELINE = False
 
 
-# the scatter from index codes: windows of at most 255 positions (a byte a code, 0xFF for
-# none) over volumes of at most 2**30 positions (their distances in 32-bit lanes)
-CODES_MAX_POSITIONS = 255
-CODES_MAX_VOLUME = 2**30
-
-
-def window_codes(kwin):
-    """The windows of a max pooling, kwin = (kernel, stride, padding, input sizes, output
-    sizes), each for (D, H, W), dilation 1, as pg_scatter.h's pg_kwin for the index codes:
-    (its fields, in order; the flat offsets from a window's start by code, 256 int32)."""
-    (kd, kh, kw), (sd, sh, sw), (pd, ph, pw), (d, h, w), outs = kwin
-    off = np.zeros(256, np.int32)
-    a, b, c = np.meshgrid(np.arange(kd), np.arange(kh), np.arange(kw), indexing="ij")
-    off[:kd * kh * kw] = (a * h * w + b * w + c).ravel()
-    return (w, h * w, kd, kh, kw, outs[1], sd * h * w, sh * w, -(pd * h * w + ph * w + pw), sw,
-            d * h * w), off
-
-
-def scatter_choice(go6, ind6, gi6, kind, bh, stream, region, window, flat, kwin=None):
+def scatter_choice(go6, ind6, gi6, kind, bh, stream, region, window, flat):
     """The form of a planned max-pool gradient (ScatterChoice): its views, storage kind,
-    rows per block, store form; window (whether the gather forms may run), flat
-    (window_spread's table, or None) and kwin (a max pooling's windows, or None) from the
-    op."""
+    rows per block, store form; window (whether the gather forms may run) and flat
+    (window_spread's table, or None) from the op."""
     n, c, d, hd, w, lanes = gi6.shape
     h, ho, wo = d * hd, go6.shape[2] * go6.shape[3], go6.shape[4]
     gs, xs, js = _elem_strides(go6), _elem_strides(gi6), _elem_strides(ind6)
@@ -1454,17 +1432,7 @@ def scatter_choice(go6, ind6, gi6, kind, bh, stream, region, window, flat, kwin=
                    and ho > 0 and wo > 0 and h % ho == 0 and w % wo == 0 and positions <= 64
                    and (gs[5] == 1 and js[5] == 1 or mixed) and xs[5] == 1)
     mixed = bool(mixed and lwindow)
-    # other kernel windows (overlapping, padded, 3-D): the check's pass codes each index's
-    # place in its window and the scatter reads the codes, a byte for the index's 8; NCHW
-    # planes whose output and index rows follow each other (unit-stride index rows), where
-    # the vector layer runs the check's pass
-    codes = None
-    if (kwin is not None and on("codes") and not nchw and not lwindow and lanes == 1
-            and _kernels.scatter_fast(K_F32) and go6.shape[2] == 1 and ind6.shape[2] == 1
-            and js[4] == 1 and math.prod(kwin[0]) <= CODES_MAX_POSITIONS
-            and math.prod(kwin[3]) <= CODES_MAX_VOLUME and wo > 0):
-        codes = window_codes(kwin)
     item = ("lanes window, NCHW rows" if mixed else "lanes window" if lwindow
-            else "window" if nchw else "scatter, codes" if codes else "scatter")
+            else "window" if nchw else "scatter")
     return ScatterChoice(item, bool(stream), bool(region), nchw, lwindow, mixed,
-                         flat if lwindow and flat_rows else None, codes)
+                         flat if lwindow and flat_rows else None)

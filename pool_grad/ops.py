@@ -461,7 +461,6 @@ class _MaxPoolBackward(Operator):
         if self._empty_ok == "n" and 0 in xs[lead - 1:]:
             raise invalid("x", "must have non-zero C and spatial sizes (N may be 0)", xs)
         tiles = False
-        kwin = None
         if window_args is not None:
             k, s, p, d, ceil_mode = v.max_params(*window_args, n, self._unit_dilation)
             outs = _plan.avg_output_sizes(tuple(xs[-n:]), k, s, p, ceil_mode, d)
@@ -473,11 +472,6 @@ class _MaxPoolBackward(Operator):
             # windows that tile the plane: the scatter's gather form applies
             tiles = n == 2 and k == s and p == (0,) * n and d == (1,) * n and all(
                 i == o * kk for i, o, kk in zip(xs[-n:], outs, k))
-            if d == (1,) * n:
-                # (D, H, W) windows for the scatter from index codes (_plan.window_codes)
-                one = (1,) * (3 - n)
-                kwin = (one + k, one + s, (0,) * (3 - n) + p, one + tuple(xs[-n:]),
-                        one + tuple(outs))
         v.n_c_match(go.shape, xs, n, "grad_output")
         volume = 1
         for size in xs[-n:]:
@@ -494,13 +488,13 @@ class _MaxPoolBackward(Operator):
         kernel, views = None, ()
         if go.size and gi.size:
             kernel, views = self._scatter_kernel(go, ind, gi, dt,
-                                                 window=tiles or not self._windows, kwin=kwin)
+                                                 window=tiles or not self._windows)
         elif go.size and not gi.size:
             # a zero-size plane with grad_output values: every index is out of range
             self._plane = 0
         self._planned(kernel, (go, ind, gi), views)
 
-    def _scatter_kernel(self, go, ind, gi, dt, window, kwin=None):
+    def _scatter_kernel(self, go, ind, gi, dt, window):
         (go6, ind6, gi6), _ = _plan.views6([go, ind, gi], self._n, out_index=2)
         go6, ind6 = _plan.merge_depth(go6, ind6)
         gi6, = _plan.merge_depth(gi6)
@@ -526,7 +520,7 @@ class _MaxPoolBackward(Operator):
             lambda f: _kernels.MaxScatterKernel(
                 go6, ind6, gi6, _plan.KINDS[dt], bh,
                 _plan.scatter_choice(go6, ind6, gi6, _plan.KINDS[dt], bh, f[0], f[1],
-                                     window, flat, kwin))), (
+                                     window, flat))), (
             ("grad_output", go6), ("indices", ind6), ("grad_input", gi6))
 
     def _status(self, status):

@@ -211,15 +211,8 @@ cdef extern from "pg_scatter.h" nogil:
     Py_ssize_t pg_flush_shift(const void* dst, Py_ssize_t n, int kind)
     void pg_zero_f32(float* d, Py_ssize_t n)
     void pg_acc(float* b, float v)
-    ctypedef struct pg_kwin:
-        Py_ssize_t W, HW, kd, kh, kw
-        Py_ssize_t per, rd, rh, base, sw
-        Py_ssize_t lim
     int pg_wcode_plane(uint8_t* code, const void* j, int j64, Py_ssize_t Ho, Py_ssize_t Wo,
-                       Py_ssize_t js, const pg_kwin* k)
-    void pg_cscatter_row(float* buf, const void* g, int kind, const uint8_t* code,
-                         Py_ssize_t n, int64_t cur, Py_ssize_t sw, const int32_t* off,
-                         uint64_t span, Py_ssize_t dummy)
+                       Py_ssize_t js, Py_ssize_t W, Py_ssize_t kh)
     void pg_wrows(void* dst, Py_ssize_t rs, Py_ssize_t ds, const void* g, Py_ssize_t gs,
                   int kind, int stream, const uint8_t* code, Py_ssize_t Wo, Py_ssize_t n,
                   Py_ssize_t r0, Py_ssize_t r1, Py_ssize_t chunk)
@@ -1805,9 +1798,7 @@ cdef class AvgGatherKernel(PlannedKernel):
 # therefore accumulate in increasing output order whatever the thread count.  Where the
 # windows tile the plane and every index of a plane lies in its own window, the plane is
 # written as a gather instead (_window_item; channels-last: _lwindow_run), with the bits
-# of the scatter.  Other kernel windows (overlapping, padded, 3-D: g.kcode) keep the
-# scatter, which then reads each index's code in its window from the check's pass (a
-# byte) instead of the index (8 bytes): the same positions in the same order.
+# of the scatter.
 
 cdef enum:
     # past a block's bh rows: up to 7 values of shift (pg_flush_shift), then 8 slots where
@@ -1838,10 +1829,6 @@ cdef struct Scatter:
     const int64_t* flat # its flat rows' table (_plan.window_spread), or NULL: lanes
     int flat_wide
     Py_ssize_t w_at     # its staging rows, in values from a thread's scratch
-    pg_kwin kwin        # the windows the check's pass codes indices in (window, kcode)
-    int kcode           # the scatter reads those codes (planes whose indices allow it)
-    const int32_t* koff # their flat offsets from a window's start, by code (256)
-    Py_ssize_t koff_max # the largest
     int rows_rng        # planes split into blocks of rows: the index check records each
                         # output row's smallest and largest index (shared workspace), and
                         # a block skips the output rows with none in it
@@ -1908,31 +1895,8 @@ cdef inline void _scatter_row(acc_t* buf, const store_t* gp, Py_ssize_t gs,
                 _acc(buf + r * L + i, <acc_t>gp[i * gs])
 
 
-cdef inline void _cscatter_row(acc_t* buf, const store_t* gp, Py_ssize_t gs,
-                               const uint8_t* cp, Py_ssize_t n, int64_t cur, Py_ssize_t sw,
-                               const int32_t* off, uint64_t span, int kind) noexcept nogil:
-    """_scatter_row of one output row (L == 1) from its index codes: value i to position
-    cur + i*sw + off[cp[i]] of the block, where inside it (pg_scatter.h's pg_cscatter_row
-    where that runs)."""
-    cdef Py_ssize_t i
-    cdef uint64_t r
-    for i in range(n):
-        r = <uint64_t>(cur + i * sw + off[cp[i]])
-        if r < span:
-            if store_t is uint16_t:
-                if kind == K_F16:
-                    _acc(buf + r, pg_f16_to_f32(gp[i * gs]))
-                else:
-                    _acc(buf + r, pg_bf16_to_f32(gp[i * gs]))
-            else:
-                _acc(buf + r, <acc_t>gp[i * gs])
-
-
 cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const Scatter* g,
-                        acc_t* buf, Py_ssize_t item, const int64_t* rng,
-                        const uint8_t* codes) noexcept nogil:
-    """One block of rows of one plane (codes: the plane's index codes, g.kcode, or NULL:
-    its indices)."""
+                        acc_t* buf, Py_ssize_t item, const int64_t* rng) noexcept nogil:
     cdef Py_ssize_t W = g.W, L = g.L
     cdef Py_ssize_t bh_i = item % g.nbh
     cdef Py_ssize_t t = item // g.nbh
@@ -1992,59 +1956,35 @@ cdef void _scatter_item(const store_t* go, const idx_t* ind, store_t* gi, const 
     cdef const int64_t* rr = NULL
     if rng != NULL:
         rr = rng + t * Ho * 2
-    cdef int64_t start
-    cdef Py_ssize_t od = 0, ohh = 0
-    if codes != NULL:
-        # each output row's windows from its codes; rows whose windows all lie outside the
-        # block skipped
-        for oh in range(Ho):
-            start = od * g.kwin.rd + ohh * g.kwin.rh + g.kwin.base
-            ohh += 1
-            if ohh == g.kwin.per:
-                ohh = 0
-                od += 1
-            if (start + (Wo - 1) * g.kwin.sw + g.koff_max < <int64_t>lo
-                    or start >= <int64_t>hi):
-                continue
-            gp = gb + _row_at(oh, g.Hod, g.gs)
+    for oh in range(Ho):
+        if rr != NULL and (rr[2 * oh + 1] < <int64_t>lo or rr[2 * oh] >= <int64_t>hi):
+            continue   # no index of this output row falls in the block
+        gp = gb + _row_at(oh, g.Hod, g.gs)
+        jp = jb + _row_at(oh, g.Hod, g.js)
+        if L == 1:
             if acc_t is float:
-                if fk >= 0 and gs4 == 1:
-                    pg_cscatter_row(tgt, gp, fk, codes + oh * Wo, Wo, start - <int64_t>lo,
-                                    g.kwin.sw, g.koff, hi - lo, dummy)
+                if fk >= 0 and gs4 == 1 and js4 == 1:
+                    pg_scatter_row(tgt, gp, fk, jp, j64, Wo, lo, hi - lo, 1, dummy)
                     continue
-            _cscatter_row(tgt, gp, gs4, codes + oh * Wo, Wo, start - <int64_t>lo, g.kwin.sw,
-                          g.koff, hi - lo, kind)
-    else:
-        for oh in range(Ho):
-            if rr != NULL and (rr[2 * oh + 1] < <int64_t>lo or rr[2 * oh] >= <int64_t>hi):
-                continue   # no index of this output row falls in the block
-            gp = gb + _row_at(oh, g.Hod, g.gs)
-            jp = jb + _row_at(oh, g.Hod, g.js)
-            if L == 1:
-                if acc_t is float:
-                    if fk >= 0 and gs4 == 1 and js4 == 1:
-                        pg_scatter_row(tgt, gp, fk, jp, j64, Wo, lo, hi - lo, 1, dummy)
-                        continue
-                _scatter_row(tgt, gp, gs4, jp, js4, Wo, lo, hi - lo, kind, 1)
-            else:
-                if acc_t is float:
-                    if fk >= 0 and gs5 == 1 and js5 == 1:
-                        for ow in range(Wo):
-                            pg_scatter_row(tgt, gp + ow * gs4, fk, jp + ow * js4, j64, L, lo,
-                                           hi - lo, L, dummy)
-                        continue
-                    if fk >= 0:
-                        # grad_output or indices not channels-last (NCHW planes, say) into
-                        # a channels-last block: a few columns of every lane at a time, so
-                        # that the values added to lie on a few lines (each value of the
-                        # block gets the same additions in the same order as over the
-                        # pixels' lanes)
-                        pg_scatter_lane_rows(tgt, gp, gs5, gs4, fk, jp, js5, js4, j64, Wo, L,
-                                             lo, hi - lo, dummy)
-                        continue
-                for ow in range(Wo):
-                    _scatter_row(tgt, gp + ow * gs4, gs5, jp + ow * js4, js5, L, lo, hi - lo,
-                                 kind, L)
+            _scatter_row(tgt, gp, gs4, jp, js4, Wo, lo, hi - lo, kind, 1)
+        else:
+            if acc_t is float:
+                if fk >= 0 and gs5 == 1 and js5 == 1:
+                    for ow in range(Wo):
+                        pg_scatter_row(tgt, gp + ow * gs4, fk, jp + ow * js4, j64, L, lo,
+                                       hi - lo, L, dummy)
+                    continue
+                if fk >= 0:
+                    # grad_output or indices not channels-last (NCHW planes, say) into a
+                    # channels-last block: a few columns of every lane at a time, so that
+                    # the values added to lie on a few lines (each value of the block gets
+                    # the same additions in the same order as over the pixels' lanes)
+                    pg_scatter_lane_rows(tgt, gp, gs5, gs4, fk, jp, js5, js4, j64, Wo, L, lo,
+                                         hi - lo, dummy)
+                    continue
+            for ow in range(Wo):
+                _scatter_row(tgt, gp + ow * gs4, gs5, jp + ow * js4, js5, L, lo, hi - lo,
+                             kind, L)
     if direct:
         return
     if acc_t is float:
@@ -2179,15 +2119,14 @@ cdef void _window_item(const store_t* go, store_t* gi, const Scatter* g, acc_t* 
 
 cdef Py_ssize_t _wplane(const idx_t* ind, const Scatter* g, uint8_t* codes, uint8_t* ok,
                         Py_ssize_t p) noexcept nogil:
-    """The index check of one plane with the gather form's codes, or the scatter's
-    (g.kcode; pg_wcode_plane): ok[p] says whether every index lies in its own window and
-    inside the plane; where one does not, the plane's range check follows.  Returns the
-    number of bad indices."""
+    """The index check of one plane with the gather form's codes (pg_wcode_plane): ok[p]
+    says whether every index lies in its own window (and so inside the plane); where one
+    does not, the plane's range check follows.  Returns the number of bad indices."""
     cdef Py_ssize_t c = p % g.C
     cdef Py_ssize_t n = p // g.C
     cdef const idx_t* jb = ind + n * g.js[0] + c * g.js[1]
     cdef int j64 = 1 if idx_t is int64_t else 0
-    ok[p] = pg_wcode_plane(codes + p * g.Ho * g.Wo, jb, j64, g.Ho, g.Wo, g.js[3], &g.kwin)
+    ok[p] = pg_wcode_plane(codes + p * g.Ho * g.Wo, jb, j64, g.Ho, g.Wo, g.js[3], g.W, g.kh)
     if ok[p]:
         return 0
     return _plane_bad(ind, g, p, <uint64_t>(g.H * g.W), NULL)
@@ -2302,7 +2241,7 @@ cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const S
     Channels-last (g.lwindow): the gather form's planes first, by output rows, then the
     scatter's items of the other planes."""
     cdef Py_ssize_t n_items = g.N * g.C * g.nbh
-    cdef Py_ssize_t item, plane = g.Ho * g.Wo
+    cdef Py_ssize_t item
     cdef Py_ssize_t nblk = g.bh * g.W * g.L + SCATTER_SLACK
     cdef acc_t* buf = scratch
     if g.lwindow:
@@ -2316,13 +2255,10 @@ cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const S
         memset(buf, 0, nblk * sizeof(acc_t))
         for item in range(n_items):
             if ok != NULL and ok[item // g.nbh]:
-                if g.kcode:
-                    _scatter_item(go, ind, gi, g, buf, item, rng,
-                                  codes + (item // g.nbh) * plane)
-                elif not g.lwindow:
+                if not g.lwindow:
                     _window_item(go, gi, g, buf, item, codes)
             else:
-                _scatter_item(go, ind, gi, g, buf, item, rng, NULL)
+                _scatter_item(go, ind, gi, g, buf, item, rng)
         pg_store_fence()
         return
     with parallel(num_threads=nt):
@@ -2330,13 +2266,10 @@ cdef void _scatter_run(const store_t* go, const idx_t* ind, store_t* gi, const S
         memset(buf, 0, nblk * sizeof(acc_t))
         for item in prange(n_items, schedule='static'):
             if ok != NULL and ok[item // g.nbh]:
-                if g.kcode:
-                    _scatter_item(go, ind, gi, g, buf, item, rng,
-                                  codes + (item // g.nbh) * plane)
-                elif not g.lwindow:
+                if not g.lwindow:
                     _window_item(go, gi, g, buf, item, codes)
             else:
-                _scatter_item(go, ind, gi, g, buf, item, rng, NULL)
+                _scatter_item(go, ind, gi, g, buf, item, rng)
         pg_store_fence()
 
 
@@ -2445,7 +2378,6 @@ cdef class MaxScatterKernel(PlannedKernel):
     cdef const int64_t[:, :, :, :, :, :] ind64
     cdef int idx64
     cdef const int64_t[::1] _flat
-    cdef const int32_t[::1] _koff
 
     def __init__(self, go6, ind6, gi6, int kind, Py_ssize_t bh, choice):
         # choice: _plan.scatter_choice
@@ -2513,22 +2445,6 @@ cdef class MaxScatterKernel(PlannedKernel):
         g.kw = 0
         g.flat = NULL
         g.flat_wide = 0
-        g.kcode = choice.codes is not None
-        g.koff = NULL
-        g.koff_max = 0
-        g.kwin.W, g.kwin.HW, g.kwin.kd, g.kwin.kh, g.kwin.kw = g.W, g.H * g.W, 1, g.kh, 2
-        g.kwin.per, g.kwin.rd, g.kwin.rh, g.kwin.base, g.kwin.sw = g.Ho, 0, g.kh * g.W, 0, 2
-        g.kwin.lim = 0
-        if g.kcode:
-            # (_plan.window_codes: the windows and the offsets by code)
-            win, off = choice.codes
-            (g.kwin.W, g.kwin.HW, g.kwin.kd, g.kwin.kh, g.kwin.kw, g.kwin.per, g.kwin.rd,
-             g.kwin.rh, g.kwin.base, g.kwin.sw, g.kwin.lim) = win
-            self._koff = off
-            if self._koff.shape[0] != 256 or g.L != 1 or g.kwin.lim != g.H * g.W:
-                raise ValueError("pool_grad: the window codes do not fit the views")
-            g.koff = &self._koff[0]
-            g.koff_max = max(off[:g.kwin.kd * g.kwin.kh * g.kwin.kw])
         cdef Py_ssize_t blk = 32 // (4 if g.kind == K_F32 else 2)
         if g.lwindow:
             g.kh, g.kw = g.H // g.Ho, g.W // g.Wo
@@ -2543,9 +2459,7 @@ cdef class MaxScatterKernel(PlannedKernel):
             self.shared_bytes = (g.N * g.C * (g.Ho * g.Wo + 1) + 63) // 64 * 64
         if g.lwindow:
             self.shared_bytes = (g.N * (g.Ho * g.Wo * g.L + g.Ho + 1) + 63) // 64 * 64
-        if g.kcode:
-            self.shared_bytes = (g.N * g.C * (g.Ho * g.Wo + 1) + 63) // 64 * 64
-        g.rows_rng = g.nbh > 1 and not g.window and not g.lwindow and not g.kcode
+        g.rows_rng = g.nbh > 1 and not g.window and not g.lwindow
         if g.rows_rng:
             self.shared_bytes = (g.N * g.C * g.Ho * 16 + 63) // 64 * 64
 
@@ -2610,9 +2524,8 @@ cdef class MaxScatterKernel(PlannedKernel):
                     bad = self._lcheck_nogil(nt, ind, codes, ok)
             else:
                 bad = self._lcheck_nogil(nt, ind, codes, ok)
-        elif (g.window and pg_scatter_fast(fk)) or g.kcode:
-            # the check's pass codes the indices for the gather form, or for the scatter
-            # (shared workspace)
+        elif g.window and pg_scatter_fast(fk):
+            # the check's pass codes the indices for the gather form (shared workspace)
             codes = <uint8_t*>(scratch - self.shared_bytes)
             ok = codes + g.N * g.C * g.Ho * g.Wo
             if self.traffic >= C_NOGIL_BYTES:

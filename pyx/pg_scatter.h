@@ -21,11 +21,6 @@
  * `stream`, the whole 64-byte lines of the run get streaming stores (the partial lines at
  * its two ends ordinary ones: their other bytes may be another thread's).
  *
- * pg_cscatter_row: the scatter of one output row from the index check's codes (a byte per
- * index, its place in its window: pg_wcode_plane) instead of the int64 indices, for planes
- * whose indices all lie in their windows: the same positions, added to in the same order,
- * so the same bits.
- *
  * kind: 0 float32, 1 bfloat16, 2 float16.  Called only where pg_scatter_fast(kind) says so.
  * The gather forms further down (windows that tile the plane) are written the same way.
  */
@@ -41,18 +36,6 @@
 #include "pg_stream.h"
 #include "pg_tpose.h"
 #include "pg_vec.h"
-
-/* A max pooling's windows as flat positions of a plane (or volume), for the index codes:
- * output row r's window ow starts (top-left, padding included) at
- * (r / per) * rd + (r % per) * rh + base + ow * sw, and its kd x kh x kw positions are
- * start + a * HW + b * W + c, coded (a * kh + b) * kw + c (0xFF: none of them).  lim > 0:
- * windows that reach into the padding, an index must also lie in [0, lim); lim == 0: the
- * windows lie inside the plane (they tile it), so lying in one is enough. */
-typedef struct {
-    ptrdiff_t W, HW, kd, kh, kw;
-    ptrdiff_t per, rd, rh, base, sw;
-    ptrdiff_t lim;
-} pg_kwin;
 
 /* *b += v with the running total as the first operand of the instruction too: where both
  * are NaN, x86 returns the first one's bits, and a compiler may put either operand of `+=`
@@ -237,28 +220,6 @@ PG_VEC_INLINE void pg_scatter_lanes_body(float *PG_RESTRICT buf, const void *g, 
     }
 }
 
-/* buf[cur + i * sw + off[code[i]]] += g[i], i = 0, 1, ... in order, for the positions
- * (block-relative: cur is the row's first window's start minus the block's) inside
- * [0, span): the positions of 64 outputs at a time formed from their codes, then added as
- * pg_scatter_body adds int64 indices (the same loop as from the indices, which here come
- * from the cache) */
-#define PG_CS_RUN 64
-PG_VEC_INLINE void pg_cscatter_body(float *PG_RESTRICT buf, const void *g, int kind,
-                                    const uint8_t *code, ptrdiff_t n, int64_t cur,
-                                    ptrdiff_t sw, const int32_t *off, uint64_t span,
-                                    ptrdiff_t dummy, int isa)
-{
-    const ptrdiff_t es = kind ? 2 : 4;
-    int64_t pos[PG_CS_RUN];
-    for (ptrdiff_t o = 0; o < n; o += PG_CS_RUN) {
-        const ptrdiff_t m = n - o < PG_CS_RUN ? n - o : PG_CS_RUN;
-        for (ptrdiff_t i = 0; i < m; i++)
-            pos[i] = cur + (o + i) * sw + off[code[o + i]];
-        pg_scatter_body(buf, (const char *)g + o * es, kind, pos, 1, m, 0, span, 1, 1, dummy,
-                        isa);
-    }
-}
-
 /* half a 64-byte line of sums (8 float32, or 16 values for a 16-bit format) in its output
  * format; zero: and cleared in buf */
 PG_VEC_INLINE pg_i8 pg_line_half(float *s, int kind, int zero, int isa)
@@ -401,16 +362,7 @@ ATTR static void pg_flush_block_##SFX(float *buf, void *dst, ptrdiff_t n, int ki
     else                                                                                    \
         PG_SC_FLUSH(0, zero, ISA);                                                          \
 }                                                                                           \
-ATTR static void pg_zero_f32_##SFX(float *d, ptrdiff_t n) { pg_zero_body(d, n); }        \
-ATTR static void pg_cscatter_row_##SFX(float *buf, const void *g, int kind,                 \
-                                       const uint8_t *code, ptrdiff_t n, int64_t cur,       \
-                                       ptrdiff_t sw, const int32_t *off, uint64_t span,     \
-                                       ptrdiff_t dummy)                                     \
-{                                                                                           \
-    if (kind == 0) pg_cscatter_body(buf, g, 0, code, n, cur, sw, off, span, dummy, ISA);    \
-    else if (kind == 1) pg_cscatter_body(buf, g, 1, code, n, cur, sw, off, span, dummy, ISA);\
-    else pg_cscatter_body(buf, g, 2, code, n, cur, sw, off, span, dummy, ISA);              \
-}
+ATTR static void pg_zero_f32_##SFX(float *d, ptrdiff_t n) { pg_zero_body(d, n); }
 
 PG_SCATTER_ISA(base, , PG_ISA_BASE)
 #if PG_X86_DISPATCH
@@ -458,15 +410,6 @@ static void pg_flush_block(float *buf, void *dst, ptrdiff_t n, int kind, int str
     (void)buf; (void)dst; (void)n; (void)stream;
 }
 
-static void pg_cscatter_row(float *buf, const void *g, int kind, const uint8_t *code,
-                            ptrdiff_t n, int64_t cur, ptrdiff_t sw, const int32_t *off,
-                            uint64_t span, ptrdiff_t dummy)
-{
-    PG_SC_CALL(pg_cscatter_row, kind, (buf, g, kind, code, n, cur, sw, off, span, dummy));
-    (void)buf; (void)g; (void)code; (void)n; (void)cur; (void)sw; (void)off; (void)span;
-    (void)dummy;
-}
-
 static void pg_zero_f32(float *d, ptrdiff_t n)
 {
 #if PG_VEC
@@ -489,12 +432,7 @@ static void pg_zero_f32(float *d, ptrdiff_t n)
  * where it is the position (r, c) of its own window, else 0xFF.  Returns 1 where every
  * index lies in its own window, which puts it in [0, H*W) too (an int64 index is tested
  * on its low 32 bits after its high ones are seen to be zero), else 0: the caller then
- * checks the plane's range (_kernels.pyx's _plane_bad) and scatters it.  The same pass
- * codes overlapping windows too (pg_kwin: up to 255 positions, padding, 3-D), for the
- * scatter from codes (pg_cscatter_row): a code stands for a flat offset from its window's
- * start, so it gives back the index's own position wherever that lies, but a window that
- * reaches into the padding also codes values outside the plane (-1, say), so there each
- * index is also tested against [0, lim).
+ * checks the plane's range (_kernels.pyx's _plane_bad) and scatters it.
  *
  * pg_wrows (the write pass, for planes whose indices all lie in their windows): input
  * rows r0 <= r < r1 of the windows of n output rows from their codes and values (unit
@@ -563,84 +501,37 @@ PG_VEC_INLINE pg_i8 pg_wlow8(const void *j, ptrdiff_t o, int j64, pg_q4 *hi, int
     return pg_q4x2_lo32(x0, x1, isa);
 }
 
-/* pg_wcode8 over kd planes HW apart: the code (a * kh + r) * kw + c of each index at
- * position (r, c) of plane a of its window (kd: 1, the 2-D windows, as it was) */
-PG_VEC_INLINE pg_i8 pg_kcode8(pg_i8 x, pg_i8 cur, ptrdiff_t W, ptrdiff_t HW, ptrdiff_t kd,
-                              ptrdiff_t kh, ptrdiff_t kw, int kh2, int isa)
-{
-    pg_i8 c = pg_wcode8(x, cur, W, kh, kw, kh2, isa);
-    const pg_i8 none = pg_i8_set1(0xFF, isa);
-    for (ptrdiff_t a = 1; a < kd; a++) {
-        const pg_i8 ca = pg_wcode8(x - pg_i8_set1((int32_t)(a * HW), isa), cur, W, kh, kw,
-                                   kh2, isa);
-        c = pg_i8_select(pg_i8_eq(ca, none, isa), c,
-                         ca + pg_i8_set1((int32_t)(a * kh * kw), isa), isa);
-    }
-    return c;
-}
-
-/* the codes of a plane's indices (rows js apart; windows k, whose kd, kh, kw the caller
- * passes as constants where it can), 16 a step, the last Wo % 8 one at a time; returns 1
- * where all lie in their own windows (ranged: and in [0, k->lim)) */
+/* the codes of a plane's indices (rows js apart, Wo a multiple of 8), 16 a step; returns 1
+ * where all lie in their own windows */
 PG_VEC_INLINE int pg_wcode_body(uint8_t *PG_RESTRICT code, const void *j, int j64,
-                                ptrdiff_t Ho, ptrdiff_t Wo, ptrdiff_t js, const pg_kwin *k,
-                                ptrdiff_t kd, ptrdiff_t kh, ptrdiff_t kw, int kh2, int ranged,
-                                int isa)
+                                ptrdiff_t Ho, ptrdiff_t Wo, ptrdiff_t js, ptrdiff_t W,
+                                ptrdiff_t kh, int kh2, int isa)
 {
-    const ptrdiff_t W = k->W, HW = k->HW, sw = k->sw, isz = j64 ? 8 : 4;
-    const pg_i8 step8 = pg_i8_set1((int32_t)(8 * sw), isa);
-    const pg_i8 lim1 = pg_i8_set1((int32_t)(k->lim - 1), isa);
+    const pg_i8 step8 = pg_i8_set1(16, isa);
+    const ptrdiff_t isz = j64 ? 8 : 4;
     pg_q4 hi = {0, 0, 0, 0};
     pg_u8 top = {0, 0, 0, 0, 0, 0, 0, 0};
-    /* ranged: x | (lim - 1 - x), whose sign bit an index outside [0, lim) sets */
-    pg_i8 out = pg_i8_set1(0, isa);
-    int tail_in = 1;
-    /* positions below H*W <= 2**31 - 1 (the planner's rule for ranged windows: 2**30):
-     * their distances fit 32 bits */
-    const pg_i8 lanes = (pg_i8){0, 1, 2, 3, 4, 5, 6, 7} * pg_i8_set1((int32_t)sw, isa);
-    ptrdiff_t d = 0, h = 0;   /* oh = d * per + h */
+    /* positions below H*W <= 2**31 - 1: their distances fit 32 bits */
+    const pg_i8 lanes = {0, 2, 4, 6, 8, 10, 12, 14};
     for (ptrdiff_t oh = 0; oh < Ho; oh++, code += Wo) {
         const char *jr = (const char *)j + oh * js * isz;
-        const ptrdiff_t start = d * k->rd + h * k->rh + k->base;
-        if (++h == k->per) { h = 0; d++; }
-        pg_i8 cur = pg_i8_set1((int32_t)start, isa) + lanes;
+        pg_i8 cur = pg_i8_set1((int32_t)(oh * kh * W), isa) + lanes;
         ptrdiff_t o = 0;
         for (; o + 16 <= Wo; o += 16) {
-            const pg_i8 x0 = pg_wlow8(jr, o, j64, &hi, isa);
-            const pg_i8 c0 = pg_kcode8(x0, cur, W, HW, kd, kh, kw, kh2, isa);
+            const pg_i8 c0 = pg_wcode8(pg_wlow8(jr, o, j64, &hi, isa), cur, W, kh, 2, kh2, isa);
             cur = cur + step8;
-            const pg_i8 x1 = pg_wlow8(jr, o + 8, j64, &hi, isa);
-            const pg_i8 c1 = pg_kcode8(x1, cur, W, HW, kd, kh, kw, kh2, isa);
+            const pg_i8 c1 = pg_wcode8(pg_wlow8(jr, o + 8, j64, &hi, isa), cur, W, kh, 2, kh2,
+                                       isa);
             cur = cur + step8;
-            if (ranged) out = out | x0 | (lim1 - x0) | x1 | (lim1 - x1);
             top = pg_u8_max(top, pg_u8_max((pg_u8)c0, (pg_u8)c1, isa), isa);
             pg_i8x2_bytes16(code + o, c0, c1, isa);
         }
-        if (o + 8 <= Wo) {
-            const pg_i8 x0 = pg_wlow8(jr, o, j64, &hi, isa);
-            if (ranged) out = out | x0 | (lim1 - x0);
-            pg_wcode_put8(code + o, pg_kcode8(x0, cur, W, HW, kd, kh, kw, kh2, isa), &top,
-                          isa);
-            o += 8;
-        }
-        for (; o < Wo; o++) {   /* (none where Wo is a multiple of 8) */
-            const int64_t x = j64 ? ((const int64_t *)jr)[o] : ((const int32_t *)jr)[o];
-            const int64_t q = x - (start + o * sw);
-            int c = 0xFF;
-            for (ptrdiff_t a = 0; a < kd; a++)
-                for (ptrdiff_t r = 0; r < kh; r++) {
-                    const int64_t t = q - a * HW - r * W;
-                    if (t >= 0 && t < kw) c = (int)((a * kh + r) * kw + t);
-                }
-            if (ranged && (uint64_t)x >= (uint64_t)k->lim) c = 0xFF;
-            tail_in &= c != 0xFF;
-            code[o] = (uint8_t)c;
-        }
+        if (o < Wo)     /* Wo = 16 k + 8 */
+            pg_wcode_put8(code + o,
+                          pg_wcode8(pg_wlow8(jr, o, j64, &hi, isa), cur, W, kh, 2, kh2, isa),
+                          &top, isa);
     }
-    if (ranged)
-        for (int i = 0; i < 8; i++)
-            if (out[i] < 0) return 0;   /* some index outside [0, lim) */
-    return tail_in && pg_wcode_all_in(top, hi, j64);
+    return pg_wcode_all_in(top, hi, j64);
 }
 
 /* eight outputs: their codes (8 bytes at cp) and values (at gp: float32, or 16-bit) give
@@ -711,23 +602,15 @@ PG_VEC_INLINE void pg_wrowc_body(char *PG_RESTRICT dst, ptrdiff_t ds, const void
 }
 
 PG_VEC_INLINE int pg_wcode_plane_in(uint8_t *code, const void *j, int j64, ptrdiff_t Ho,
-                                    ptrdiff_t Wo, ptrdiff_t js, const pg_kwin *k, int isa)
+                                    ptrdiff_t Wo, ptrdiff_t js, ptrdiff_t W, ptrdiff_t kh,
+                                    int isa)
 {
-#define PG_WC(d, h, w, h2, rg) do {                                                         \
-        if (j64) return pg_wcode_body(code, j, 1, Ho, Wo, js, k, d, h, w, h2, rg, isa);     \
-        return pg_wcode_body(code, j, 0, Ho, Wo, js, k, d, h, w, h2, rg, isa);              \
-    } while (0)
-    if (!k->lim) {   /* windows two wide tiling the plane (the gather form) */
-        if (k->kh == 2) PG_WC(1, 2, 2, 1, 0);
-        PG_WC(1, k->kh, 2, 0, 0);
+    if (kh == 2) {
+        if (j64) return pg_wcode_body(code, j, 1, Ho, Wo, js, W, 2, 1, isa);
+        return pg_wcode_body(code, j, 0, Ho, Wo, js, W, 2, 1, isa);
     }
-    /* windows into the padding (the codes read by the scatter): 3 x 3 and 3 x 3 x 3 as
-     * constants */
-    if (k->kd == 1 && k->kh == 3 && k->kw == 3) PG_WC(1, 3, 3, 0, 1);
-    if (k->kd == 3 && k->kh == 3 && k->kw == 3) PG_WC(3, 3, 3, 0, 1);
-    if (k->kd == 1) PG_WC(1, k->kh, k->kw, 0, 1);
-    PG_WC(k->kd, k->kh, k->kw, 0, 1);
-#undef PG_WC
+    if (j64) return pg_wcode_body(code, j, 1, Ho, Wo, js, W, kh, 0, isa);
+    return pg_wcode_body(code, j, 0, Ho, Wo, js, W, kh, 0, isa);
 }
 
 /* rows r0 <= r < r1 of n output rows' windows, `chunk` input rows at a time (few enough
@@ -1215,9 +1098,9 @@ PG_VEC_INLINE void pg_fwrite_row_in(void *dst, ptrdiff_t rs, const void *g,
 /* one copy of the gather forms' entry points per instruction set */
 #define PG_GATHER_ISA(SFX, ATTR, ISA)                                                       \
 ATTR static int pg_wcode_plane_##SFX(uint8_t *code, const void *j, int j64, ptrdiff_t Ho,   \
-                                     ptrdiff_t Wo, ptrdiff_t js, const pg_kwin *k)          \
+                                     ptrdiff_t Wo, ptrdiff_t js, ptrdiff_t W, ptrdiff_t kh) \
 {                                                                                           \
-    return pg_wcode_plane_in(code, j, j64, Ho, Wo, js, k, ISA);                             \
+    return pg_wcode_plane_in(code, j, j64, Ho, Wo, js, W, kh, ISA);                         \
 }                                                                                           \
 ATTR static void pg_wrows_##SFX(void *dst, ptrdiff_t rs, ptrdiff_t ds, const void *g,       \
                                 ptrdiff_t gs, int kind, int stream, const uint8_t *code,    \
@@ -1299,10 +1182,10 @@ static inline int pg_gather_isa(void)
 #endif
 
 static int pg_wcode_plane(uint8_t *code, const void *j, int j64, ptrdiff_t Ho, ptrdiff_t Wo,
-                          ptrdiff_t js, const pg_kwin *k)
+                          ptrdiff_t js, ptrdiff_t W, ptrdiff_t kh)
 {
-    (void)code; (void)j; (void)j64; (void)Ho; (void)Wo; (void)js; (void)k;
-    PG_GATHER(pg_wcode_plane, (code, j, j64, Ho, Wo, js, k));
+    (void)code; (void)j; (void)j64; (void)Ho; (void)Wo; (void)js; (void)W; (void)kh;
+    PG_GATHER(pg_wcode_plane, (code, j, j64, Ho, Wo, js, W, kh));
 }
 
 static int pg_lcode_row(uint8_t *code, const void *j, int j64, ptrdiff_t js, ptrdiff_t Wo,

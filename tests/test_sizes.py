@@ -229,7 +229,7 @@ _INT_OK = {"kind", "rnd", "nt", "n_threads", "first", "idx64", "scale_w", "strea
            "pg_any_bad_i64", "pg_any_bad_i32", "any_bad", "single", "dup2",
            "pg_scatter_fast", "fk", "j64", "_default_budget", "window", "sent",
            "PG_OPENMP", "PG_OPENMP_VERSION", "PG_HAVE_STREAM", "PG_VEC", "lanes_row", "pg_lanes_row", "rows_rng",
-           "pg_wcode_plane", "pg_lcode_row", "pg_lcode_rowt", "lwindow", "lmixed", "kcode", "lanes_copy", "lanes_pair", "pair_nt", "big", "spread_wide",
+           "pg_wcode_plane", "pg_lcode_row", "pg_lcode_rowt", "lwindow", "lmixed", "lanes_copy", "lanes_pair", "pair_nt", "big", "spread_wide",
            "spread32_wide", "tspread_wide", "pg_fcode_row", "wide", "flat_wide", "pg_tload", "pg_tstore", "tstage",
            "pg_plane_item", "plane_regs", "gblk_rows", "hsteps", "staging",
            "pg_fused_f64_run", "strips"}
