@@ -21,9 +21,10 @@ the kernel object and the stack lay: presumably stores to the scratch that alias
 4 KiB, loads from the process's fixed data), so a build whose scratch fell there, or
 whose arrays fell elsewhere, would otherwise seem slower or faster for it.
 
-SPEC is ``avg:NxCxHxW:k,s,p:DTYPE[:nhwc]`` (average pooling, count_include_pad) or
-``max:NxCxHxW:Ho,Wo:DTYPE[:nhwc]`` (adaptive max pooling, float32 forward for the indices),
-DTYPE one of f32, f64, f16, bf16.  ``--a-plan`` / ``--b-plan`` run Python code in
+SPEC is ``avg:NxCxHxW:k,s,p:DTYPE[:nhwc]`` (average pooling, count_include_pad),
+``max:NxCxHxW:Ho,Wo:DTYPE[:nhwc]`` (adaptive max pooling, float32 forward for the indices)
+or ``maxk:NxCxHxW:k,s,p:DTYPE[:nhwc]`` (max pooling with a kernel, dilation 1; a shape of
+five sizes, NxCxDxHxW, is max_pool3d), DTYPE one of f32, f64, f16, bf16.  ``--a-plan`` / ``--b-plan`` run Python code in
 ``pool_grad._plan``'s namespace while that side's operator is planned (restored after),
 for example ``--b-plan "PLANE_SLIDING_W = {}"``, so one build can be compared with itself
 under two plans (give the same file twice).
@@ -67,7 +68,9 @@ def load(path):
 
 
 def _channels_last(a):
-    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    nd = a.ndim
+    return np.ascontiguousarray(a.transpose((0,) + tuple(range(2, nd)) + (1,))).transpose(
+        (0, nd - 1) + tuple(range(1, nd - 1)))
 
 
 def _clear_caches():
@@ -100,8 +103,18 @@ def make_arrays(spec, rng):
             xx = _channels_last(xx)
         y, idx = pg.adaptive_max_pool2d(xx, params, return_indices=True)
         go = rng.standard_normal(y.shape).astype(dt)
+    elif op == "maxk":
+        params = tuple(int(v) for v in params.split(","))
+        xx = rng.standard_normal(shape).astype(np.float32)
+        fwd = pg.max_pool2d if len(shape) == 4 else pg.max_pool3d
+        y, idx = fwd(xx, *params, return_indices=True)
+        if nhwc:
+            idx = _channels_last(idx)
+        go = rng.standard_normal(y.shape).astype(dt)
+        if nhwc:
+            go = _channels_last(go)
     else:
-        raise SystemExit(f"unknown operator in {spec!r} (avg or max)")
+        raise SystemExit(f"unknown operator in {spec!r} (avg, max or maxk)")
     return op, params, go, x, idx, np.empty_like(x)
 
 
@@ -118,6 +131,11 @@ def make_op(arrays, mod, plan_code):
         if op == "avg":
             k, s, p = params
             return pg.AvgPool2dBackward(go, x, k, s, p, False, True, 0, 0, gi)
+        if op == "maxk":
+            k, s, p = params
+            cls = pg.MaxPool2dWithIndicesBackward if x.ndim == 4 else \
+                pg.MaxPool3dWithArgmaxBackward
+            return cls(go, x, idx, k, s, p, 1, False, gi)
         return pg.AdaptiveMaxPool2dBackward(go, x, idx, gi)
     finally:
         ops._kernels = own
