@@ -45,7 +45,7 @@ import pool_grad as pg  # noqa: E402
 # (file, text in the checked source, text of the unchecked copy, how often the text occurs)
 PATCHES = [
     ("pyx/pg_scatter.h",
-     "    *hi = _mm256_or_si256(*hi, _mm256_or_si256(x0, x1));",
+     "    *hi = *hi | x0 | x1;",
      "    (void)hi;", 1),
     # the row ranges' test: rows of all lanes together, and rows of each lane
     ("pyx/_kernels.pyx",

@@ -102,3 +102,16 @@ def test_traffic_checks(membw):
     with pytest.raises(TypeError):    # src not a whole number of 64-bit words
         membw.traffic(np.empty(8, np.uint8), np.ones(9, np.uint8), np.ones(1, np.uint8), 1,
                       False)
+
+
+def test_index_check_cost_finds_the_text_it_removes():
+    """benchmarks/index_check_cost.py builds a copy without the index checks by removing
+    lines of the sources: each must still occur as often as it says."""
+    path = BENCHMARKS / "index_check_cost.py"
+    if not path.exists():
+        pytest.skip(f"no {path} (not a source checkout)")
+    spec = importlib.util.spec_from_file_location("index_check_cost", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for name, old, _, times in mod.PATCHES:
+        assert (BENCHMARKS.parent / name).read_text().count(old) == times, (name, old)
